@@ -1,0 +1,152 @@
+#include "tools/cli.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dpkit::tools {
+namespace {
+
+std::set<std::string>& GivenFlags() {
+  static auto* given = new std::set<std::string>();
+  return *given;
+}
+
+}  // namespace
+
+absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
+                               std::vector<std::string>* positional) {
+  GivenFlags().clear();
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional->push_back(argv[i]);
+      break;
+    }
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      positional->push_back(arg);
+      continue;
+    }
+    std::string body = arg.substr(absl::StartsWith(arg, "--") ? 2 : 1);
+    std::string name = body;
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = body.find('='); eq != std::string::npos) {
+      name = body.substr(0, eq);
+      value = body.substr(eq + 1);
+      has_value = true;
+    }
+    bool negated = false;
+    auto allowed = [&](const std::string& n) {
+      return std::find(command.flags.begin(), command.flags.end(), n) !=
+             command.flags.end();
+    };
+    if (!allowed(name) && absl::StartsWith(name, "no") && allowed(name.substr(2))) {
+      name = name.substr(2);
+      negated = true;
+    }
+    if (!allowed(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag --", name, " (this command takes: --",
+          absl::StrJoin(command.flags, ", --"), ")"));
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) {
+      return absl::InternalError(absl::StrCat("flag --", name, " is not defined"));
+    }
+    bool is_bool = flag->IsOfType<bool>();
+    if (negated) {
+      if (!is_bool || has_value) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--no", name, " is only for boolean flags, without a value"));
+      }
+      value = "false";
+      has_value = true;
+    }
+    if (!has_value) {
+      if (is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": cannot parse '", value, "' (", error, ")"));
+    }
+    if (GivenFlags().count(name) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " is given twice"));
+    }
+    GivenFlags().insert(name);
+  }
+  return absl::OkStatus();
+}
+
+bool FlagGiven(absl::string_view name) {
+  return GivenFlags().count(std::string(name)) > 0;
+}
+
+absl::Status CheckFinitePositive(absl::string_view name, double value) {
+  if (std::isfinite(value) && value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", name, " must be finite and > 0, got ", FormatNumber(value)));
+}
+
+absl::Status CheckFiniteNonNegative(absl::string_view name, double value) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", name, " must be finite and >= 0, got ", FormatNumber(value)));
+}
+
+absl::Status CheckOpenUnit(absl::string_view name, double value) {
+  if (value > 0 && value < 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be in (0, 1), got ", FormatNumber(value)));
+}
+
+absl::Status CheckHalfOpenUnit(absl::string_view name, double value) {
+  if (value > 0 && value <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be in (0, 1], got ", FormatNumber(value)));
+}
+
+absl::Status CheckPositiveInt(absl::string_view name, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be an integer >= 1, got ", value));
+}
+
+absl::Status CheckOneOf(absl::string_view name, absl::string_view value,
+                        const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", name, " must be one of ", absl::StrJoin(allowed, "|"), ", got '", value,
+      "'"));
+}
+
+std::string FormatNumber(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  // Shortest representation that round-trips (at most 17 significant digits).
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+}  // namespace dpkit::tools

@@ -1,0 +1,104 @@
+#include "tools/command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tools/cli.h"
+
+namespace dpkit::tools {
+namespace {
+
+std::map<std::string, Command>& Registry() {
+  static auto* registry = new std::map<std::string, Command>();
+  return *registry;
+}
+
+void PrintProgramHelp() {
+  std::printf(
+      "dpkit: differential privacy accounting, mechanisms and training.\n\n"
+      "Usage: dpkit COMMAND [--flag=value ...] [ARGS]\n\nCommands:\n");
+  for (const Command* c : RegisteredCommands()) {
+    std::printf("  %-12s %s\n", c->name.c_str(), c->summary.c_str());
+  }
+  std::printf("\nRun `dpkit COMMAND --help` for the flags of one command.\n");
+}
+
+void PrintCommandHelp(const Command& c) {
+  std::printf("dpkit %s: %s\n\n", c.name.c_str(), c.summary.c_str());
+  if (!c.usage.empty()) std::printf("%s\n\n", c.usage.c_str());
+  if (c.flags.empty()) return;
+  std::printf("Flags:\n");
+  std::vector<std::string> names = c.flags;
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    std::string def = flag->DefaultValue();
+    std::printf("  --%s  %s%s\n", name.c_str(), flag->Help().c_str(),
+                def.empty() ? "" : absl::StrCat(" (default: ", def, ")").c_str());
+  }
+}
+
+}  // namespace
+
+bool RegisterCommand(Command command) {
+  std::string name = command.name;
+  Registry().emplace(name, std::move(command));
+  return true;
+}
+
+std::vector<const Command*> RegisteredCommands() {
+  std::vector<const Command*> out;
+  for (const auto& [name, command] : Registry()) out.push_back(&command);
+  return out;
+}
+
+int RunMain(int argc, char** argv) {
+  if (argc < 2) {
+    PrintProgramHelp();
+    return kExitUsage;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintProgramHelp();
+    return kExitOk;
+  }
+  auto it = Registry().find(name);
+  if (it == Registry().end()) {
+    std::fprintf(stderr,
+                 "dpkit: unknown command '%s' (run `dpkit --help` for the list)\n",
+                 name.c_str());
+    return kExitUsage;
+  }
+  const Command& command = it->second;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
+      PrintCommandHelp(command);
+      return kExitOk;
+    }
+  }
+  CommandContext context;
+  absl::Status parsed = ParseCommandFlags(command, argc - 2, argv + 2, &context.args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
+                 std::string(parsed.message()).c_str());
+    return kExitUsage;
+  }
+  absl::Status status = command.run(context);
+  if (status.ok()) return kExitOk;
+  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
+               std::string(status.message()).c_str());
+  return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
+                 absl::IsNotFound(status)
+             ? kExitUsage
+             : kExitFailure;
+}
+
+}  // namespace dpkit::tools

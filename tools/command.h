@@ -1,0 +1,56 @@
+// The `dpkit` command line: a registry of subcommands.
+//
+// Each subcommand lives in its own cc_library (tools/<name>_command.cc, alwayslink)
+// and registers itself with DPKIT_REGISTER_COMMAND. The main program parses only the
+// flags a subcommand declares (see cli.h), so a flag of another subcommand is an
+// error, not silently ignored.
+#ifndef DPKIT_TOOLS_COMMAND_H_
+#define DPKIT_TOOLS_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace dpkit::tools {
+
+// Exit codes of the dpkit binary.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // a valid request that could not be done
+inline constexpr int kExitUsage = 2;    // bad input: flags, values, files
+
+struct CommandContext {
+  // Positional arguments after the subcommand name, flags removed.
+  std::vector<std::string> args;
+};
+
+struct Command {
+  std::string name;     // e.g. "epsilon"
+  std::string summary;  // one line for `dpkit --help`
+  std::string usage;    // text after the flag list in `dpkit NAME --help`
+  // Flags this command reads (names without dashes); all others are rejected.
+  std::vector<std::string> flags;
+  // Runs the command. Return absl::InvalidArgumentError for bad input (printed as
+  // one line, exit 2), another error for failures (exit 1), OkStatus for success.
+  absl::Status (*run)(const CommandContext& context);
+};
+
+// Registers a command; called from static initialisers. Returns true.
+bool RegisterCommand(Command command);
+
+// All registered commands, sorted by name.
+std::vector<const Command*> RegisteredCommands();
+
+// Runs the dpkit program: argv[1] is the subcommand. Returns the exit code.
+int RunMain(int argc, char** argv);
+
+}  // namespace dpkit::tools
+
+#define DPKIT_CONCAT_INNER_(a, b) a##b
+#define DPKIT_CONCAT_(a, b) DPKIT_CONCAT_INNER_(a, b)
+// Usage at namespace scope: DPKIT_REGISTER_COMMAND(MakeEpsilonCommand());
+#define DPKIT_REGISTER_COMMAND(command_expr)                          \
+  [[maybe_unused]] static const bool DPKIT_CONCAT_(kRegistered_, __LINE__) = \
+      ::dpkit::tools::RegisterCommand(command_expr)
+
+#endif  // DPKIT_TOOLS_COMMAND_H_
