@@ -1,0 +1,408 @@
+#include "accounting/event.h"
+
+#include <cassert>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "accounting/internal/format.h"
+
+namespace dpkit::accounting {
+
+using internal::FormatDouble;
+using nlohmann::json;
+
+// One validated node. Only the fields of its kind are set; the rest stay 0.
+struct Event::Node {
+  EventKind kind = EventKind::kGaussian;
+  double noise_multiplier = 0;
+  double scale = 0;
+  double epsilon = 0;
+  double delta = 0;
+  double sampling_rate = 0;
+  int64_t population = 0;
+  int64_t sample_size = 0;
+  int64_t count = 0;
+  std::vector<Event> children;
+};
+
+namespace {
+
+Error RangeError(const char* name, const char* range, double value) {
+  return Error{std::string(name) + " must be " + range + ", got " + FormatDouble(value)};
+}
+Error RangeError(const char* name, const char* range, int64_t value) {
+  return Error{std::string(name) + " must be " + range + ", got " + std::to_string(value)};
+}
+
+// Turns -0 into +0 so that stored parameters compare and serialise uniquely.
+double Canonical(double value) { return value == 0 ? 0.0 : value; }
+
+}  // namespace
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kGaussian:
+      return "gaussian";
+    case EventKind::kLaplace:
+      return "laplace";
+    case EventKind::kPureDp:
+      return "pure_dp";
+    case EventKind::kApproxDp:
+      return "approx_dp";
+    case EventKind::kPoissonSampled:
+      return "poisson_sampled";
+    case EventKind::kSampledWithoutReplacement:
+      return "sampled_without_replacement";
+    case EventKind::kSelfComposed:
+      return "self_composed";
+    case EventKind::kComposed:
+      return "composed";
+  }
+  return "unknown";
+}
+
+Result<Event> Event::Gaussian(double noise_multiplier) {
+  if (!std::isfinite(noise_multiplier) || noise_multiplier <= 0) {
+    return RangeError("noise_multiplier", "finite and > 0", noise_multiplier);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kGaussian;
+  node->noise_multiplier = noise_multiplier;
+  return Event(std::move(node));
+}
+
+Result<Event> Event::Laplace(double scale) {
+  if (!std::isfinite(scale) || scale <= 0) {
+    return RangeError("scale", "finite and > 0", scale);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kLaplace;
+  node->scale = scale;
+  return Event(std::move(node));
+}
+
+Result<Event> Event::PureDp(double epsilon) {
+  if (!std::isfinite(epsilon) || epsilon < 0) {
+    return RangeError("epsilon", "finite and >= 0", epsilon);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kPureDp;
+  node->epsilon = Canonical(epsilon);
+  return Event(std::move(node));
+}
+
+Result<Event> Event::ApproxDp(double epsilon, double delta) {
+  if (!std::isfinite(epsilon) || epsilon < 0) {
+    return RangeError("epsilon", "finite and >= 0", epsilon);
+  }
+  if (!(delta >= 0 && delta <= 1)) {
+    return RangeError("delta", "in [0, 1]", delta);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kApproxDp;
+  node->epsilon = Canonical(epsilon);
+  node->delta = Canonical(delta);
+  return Event(std::move(node));
+}
+
+Result<Event> Event::PoissonSampled(double sampling_rate, Event inner) {
+  if (!(sampling_rate > 0 && sampling_rate <= 1)) {
+    return RangeError("sampling_rate", "in (0, 1]", sampling_rate);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kPoissonSampled;
+  node->sampling_rate = sampling_rate;
+  node->children.push_back(std::move(inner));
+  return Event(std::move(node));
+}
+
+Result<Event> Event::SampledWithoutReplacement(int64_t population, int64_t sample_size,
+                                               Event inner) {
+  if (population < 1) return RangeError("population", ">= 1", population);
+  if (sample_size < 1 || sample_size > population) {
+    return Error{"sample_size must be in [1, population=" + std::to_string(population) +
+                 "], got " + std::to_string(sample_size)};
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kSampledWithoutReplacement;
+  node->population = population;
+  node->sample_size = sample_size;
+  node->children.push_back(std::move(inner));
+  return Event(std::move(node));
+}
+
+Result<Event> Event::SelfComposed(Event inner, int64_t count) {
+  if (count < 1) return RangeError("count", ">= 1", count);
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kSelfComposed;
+  node->count = count;
+  node->children.push_back(std::move(inner));
+  return Event(std::move(node));
+}
+
+Result<Event> Event::Composed(std::vector<Event> events) {
+  if (events.empty()) return Error{"events of a composed event must be non-empty"};
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kComposed;
+  node->children = std::move(events);
+  return Event(std::move(node));
+}
+
+EventKind Event::kind() const { return node_->kind; }
+double Event::noise_multiplier() const { return node_->noise_multiplier; }
+double Event::scale() const { return node_->scale; }
+double Event::epsilon() const { return node_->epsilon; }
+double Event::delta() const { return node_->delta; }
+double Event::sampling_rate() const { return node_->sampling_rate; }
+int64_t Event::population() const { return node_->population; }
+int64_t Event::sample_size() const { return node_->sample_size; }
+int64_t Event::count() const { return node_->count; }
+
+const Event& Event::inner() const {
+  const bool has_inner = node_->kind == EventKind::kPoissonSampled ||
+                         node_->kind == EventKind::kSampledWithoutReplacement ||
+                         node_->kind == EventKind::kSelfComposed;
+  assert(has_inner);
+  return has_inner ? node_->children.front() : *this;
+}
+
+const std::vector<Event>& Event::children() const { return node_->children; }
+
+bool operator==(const Event& a, const Event& b) {
+  if (a.node_ == b.node_) return true;
+  const Event::Node& x = *a.node_;
+  const Event::Node& y = *b.node_;
+  return x.kind == y.kind && x.noise_multiplier == y.noise_multiplier && x.scale == y.scale &&
+         x.epsilon == y.epsilon && x.delta == y.delta && x.sampling_rate == y.sampling_rate &&
+         x.population == y.population && x.sample_size == y.sample_size &&
+         x.count == y.count && x.children == y.children;
+}
+
+json Event::ToJson() const {
+  json out = json::object();
+  out["type"] = EventKindName(kind());
+  switch (kind()) {
+    case EventKind::kGaussian:
+      out["noise_multiplier"] = noise_multiplier();
+      break;
+    case EventKind::kLaplace:
+      out["scale"] = scale();
+      break;
+    case EventKind::kPureDp:
+      out["epsilon"] = epsilon();
+      break;
+    case EventKind::kApproxDp:
+      out["epsilon"] = epsilon();
+      out["delta"] = delta();
+      break;
+    case EventKind::kPoissonSampled:
+      out["sampling_rate"] = sampling_rate();
+      out["event"] = inner().ToJson();
+      break;
+    case EventKind::kSampledWithoutReplacement:
+      out["population"] = population();
+      out["sample_size"] = sample_size();
+      out["event"] = inner().ToJson();
+      break;
+    case EventKind::kSelfComposed:
+      out["count"] = count();
+      out["event"] = inner().ToJson();
+      break;
+    case EventKind::kComposed: {
+      json events = json::array();
+      for (const Event& child : children()) events.push_back(child.ToJson());
+      out["events"] = std::move(events);
+      break;
+    }
+  }
+  return out;
+}
+
+std::string Event::ToJsonString() const { return ToJson().dump(); }
+
+namespace {
+
+// JSON text for an error message; never throws on invalid UTF-8.
+std::string Dump(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+// Checks that `object` has exactly the keys `type` and `fields`.
+Result<void> CheckFields(const json& object, const std::string& type,
+                         const std::set<std::string>& fields) {
+  for (const auto& field : fields) {
+    if (!object.contains(field)) {
+      return Error{"event of type \"" + type + "\" is missing field \"" + field + "\""};
+    }
+  }
+  for (const auto& item : object.items()) {
+    if (item.key() != "type" && fields.count(item.key()) == 0) {
+      return Error{"event of type \"" + type + "\" has unknown field \"" + item.key() + "\""};
+    }
+  }
+  return OkResult();
+}
+
+Result<double> GetDouble(const json& object, const char* field) {
+  const json& value = object.at(field);
+  if (!value.is_number()) {
+    return Error{std::string("event field \"") + field + "\" must be a number, got " +
+                 Dump(value)};
+  }
+  return value.get<double>();
+}
+
+Result<int64_t> GetInt(const json& object, const char* field) {
+  const json& value = object.at(field);
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) {
+      return Error{std::string("event field \"") + field + "\" must be at most " +
+                   std::to_string(INT64_MAX) + ", got " + Dump(value)};
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return Error{std::string("event field \"") + field + "\" must be an integer, got " +
+               Dump(value)};
+}
+
+// Builds a json value like nlohmann's DOM parser but records a parse error instead of
+// throwing it.
+struct ErrorCapturingSax {
+  json value;
+  nlohmann::detail::json_sax_dom_parser<json> dom{value, /*allow_exceptions_=*/false};
+  std::string error;
+
+  bool null() { return dom.null(); }
+  bool boolean(bool b) { return dom.boolean(b); }
+  bool number_integer(json::number_integer_t v) { return dom.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return dom.number_float(v, s);
+  }
+  bool string(json::string_t& s) { return dom.string(s); }
+  bool binary(json::binary_t& b) { return dom.binary(b); }
+  bool start_object(std::size_t n) { return dom.start_object(n); }
+  bool key(json::string_t& k) { return dom.key(k); }
+  bool end_object() { return dom.end_object(); }
+  bool start_array(std::size_t n) { return dom.start_array(n); }
+  bool end_array() { return dom.end_array(); }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) {
+    error = ex.what();
+    return false;
+  }
+};
+
+}  // namespace
+
+Result<Event> Event::FromJson(const json& json_event) { return FromJsonAtDepth(json_event, 1); }
+
+Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
+  if (depth > kMaxEventDepth) {
+    return Error{"event nesting must be at most " + std::to_string(kMaxEventDepth) +
+                 " levels deep"};
+  }
+  if (!in.is_object()) return Error{"event must be a JSON object, got " + Dump(in)};
+  if (!in.contains("type")) return Error{"event is missing field \"type\""};
+  if (!in.at("type").is_string()) {
+    return Error{"event field \"type\" must be a string, got " + Dump(in.at("type"))};
+  }
+  const std::string type = in.at("type").get<std::string>();
+  if (type == "gaussian") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"noise_multiplier"}));
+    Result<double> z = GetDouble(in, "noise_multiplier");
+    if (!z.ok()) return Error{z.error()};
+    return Gaussian(*z);
+  }
+  if (type == "laplace") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"scale"}));
+    Result<double> b = GetDouble(in, "scale");
+    if (!b.ok()) return Error{b.error()};
+    return Laplace(*b);
+  }
+  if (type == "pure_dp") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"epsilon"}));
+    Result<double> eps = GetDouble(in, "epsilon");
+    if (!eps.ok()) return Error{eps.error()};
+    return PureDp(*eps);
+  }
+  if (type == "approx_dp") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"epsilon", "delta"}));
+    Result<double> eps = GetDouble(in, "epsilon");
+    if (!eps.ok()) return Error{eps.error()};
+    Result<double> delta = GetDouble(in, "delta");
+    if (!delta.ok()) return Error{delta.error()};
+    return ApproxDp(*eps, *delta);
+  }
+  if (type == "poisson_sampled") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"sampling_rate", "event"}));
+    Result<double> q = GetDouble(in, "sampling_rate");
+    if (!q.ok()) return Error{q.error()};
+    Result<Event> inner = FromJsonAtDepth(in.at("event"), depth + 1);
+    if (!inner.ok()) return inner;
+    return PoissonSampled(*q, std::move(inner).value());
+  }
+  if (type == "sampled_without_replacement") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"population", "sample_size", "event"}));
+    Result<int64_t> n = GetInt(in, "population");
+    if (!n.ok()) return Error{n.error()};
+    Result<int64_t> m = GetInt(in, "sample_size");
+    if (!m.ok()) return Error{m.error()};
+    Result<Event> inner = FromJsonAtDepth(in.at("event"), depth + 1);
+    if (!inner.ok()) return inner;
+    return SampledWithoutReplacement(*n, *m, std::move(inner).value());
+  }
+  if (type == "self_composed") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"count", "event"}));
+    Result<int64_t> count = GetInt(in, "count");
+    if (!count.ok()) return Error{count.error()};
+    Result<Event> inner = FromJsonAtDepth(in.at("event"), depth + 1);
+    if (!inner.ok()) return inner;
+    return SelfComposed(std::move(inner).value(), *count);
+  }
+  if (type == "composed") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"events"}));
+    const json& events = in.at("events");
+    if (!events.is_array()) {
+      return Error{"event field \"events\" must be an array, got " + Dump(events)};
+    }
+    std::vector<Event> children;
+    children.reserve(events.size());
+    for (const json& child : events) {
+      Result<Event> parsed = FromJsonAtDepth(child, depth + 1);
+      if (!parsed.ok()) return parsed;
+      children.push_back(std::move(parsed).value());
+    }
+    return Composed(std::move(children));
+  }
+  return Error{"unknown event type \"" + type +
+               "\" (expected gaussian, laplace, pure_dp, approx_dp, poisson_sampled, "
+               "sampled_without_replacement, self_composed or composed)"};
+}
+
+Result<Event> Event::FromJsonString(std::string_view text) {
+  // A SAX parse that builds the DOM without throwing (accounting/ also compiles with
+  // exceptions disabled for WebAssembly) and keeps nlohmann's message with its position.
+  ErrorCapturingSax sax;
+  const bool parsed = json::sax_parse(text.begin(), text.end(), &sax);
+  if (!parsed || !sax.error.empty()) {
+    return Error{"event is not valid JSON: " + sax.error};
+  }
+  return FromJson(sax.value);
+}
+
+Result<Event> DpSgdEvent(double sampling_rate, double noise_multiplier, int64_t steps) {
+  Result<Event> gaussian = Event::Gaussian(noise_multiplier);
+  if (!gaussian.ok()) return gaussian;
+  Result<Event> sampled = Event::PoissonSampled(sampling_rate, std::move(gaussian).value());
+  if (!sampled.ok()) return sampled;
+  if (steps < 1) return RangeError("steps", ">= 1", steps);
+  return Event::SelfComposed(std::move(sampled).value(), steps);
+}
+
+}  // namespace dpkit::accounting

@@ -1,0 +1,94 @@
+// Privacy loss distribution (PLD) accountant with certified two-sided bounds.
+//
+// For a pair of output distributions (P, Q) on neighbouring datasets the privacy
+// loss is L = log(dP/dQ) under P, and the hockey-stick divergence is
+//   delta(eps) = E_P[(1 - e^{eps - L})_+] + P(L = +inf)
+// (Sommer, Meiser, Mohammadi 2019; Koskela, Jälkö, Honkela 2020). Composition adds
+// independent losses, so the PLD of a composition is the convolution of the PLDs.
+//
+// dpkit computes, for every call, TWO numbers:
+//  * a pessimistic one: the delta of a discrete PLD that DOMINATES the true one
+//    (its delta(eps) is >= the true delta(eps) for every eps, and dominance is kept by
+//    composition), plus explicit bounds on every truncation, aliasing and
+//    floating-point error. It is a proven upper bound on delta(eps), hence on eps(delta).
+//  * an optimistic one: the delta of a discrete PLD dominated BY the true one, minus
+//    the same error bounds. It is a proven lower bound on the exact value.
+// Both are reported so that the user sees how tight the certified value is.
+//
+// Discretisation (per component, in pld.cc): "connect the dots" (Doroshenko, Ghazi,
+// Kamath, Kumar, Manurangsi 2022) for the pessimistic PLD and a tangent-corrected
+// version of it for the optimistic PLD. Composition: fast Fourier transform (Eigen's
+// FFT module) of exponentially tilted PMFs, raised to the repetition count in the
+// frequency domain. See pld.cc for the proofs.
+//
+// Adjacency: add/remove. Both directions (the dataset gains or loses the record) are
+// computed and the maximum is reported (Zhu, Dong, Wang 2022, Sec. 5).
+//
+// Supported events: Gaussian, Laplace, PoissonSampled(q, Gaussian | Laplace) (nested
+// Poisson sampling multiplies the rates), PureDp, ApproxDp (through their worst-case
+// randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed.
+#ifndef DPKIT_ACCOUNTING_PLD_H_
+#define DPKIT_ACCOUNTING_PLD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "accounting/event.h"
+#include "accounting/result.h"
+
+namespace dpkit::accounting {
+
+struct PldOptions {
+  // Requested accuracy: the loss grid is chosen so that epsilon_upper exceeds the exact
+  // epsilon by roughly this relative amount or less (the gap to epsilon_lower is
+  // larger, about 10x). Finite, in [1e-7, 0.1]. Both bounds are certified whatever the
+  // value; a smaller tolerance only costs time and memory.
+  double epsilon_tolerance = 1e-4;
+  // Loss grid spacing; 0 chooses it from epsilon_tolerance. Otherwise in [1e-7, 1].
+  double discretization_interval = 0;
+};
+
+struct EpsilonBounds {
+  double epsilon_upper;            // certified: the mechanism is (epsilon_upper, delta)-DP
+  double epsilon_lower;            // certified: it is NOT (eps, delta)-DP for eps < this
+  double discretization_interval;  // the loss grid spacing used
+};
+
+struct DeltaBounds {
+  double delta_upper;  // certified upper bound on the smallest delta at this epsilon
+  double delta_lower;  // certified lower bound on it
+  double discretization_interval;
+};
+
+// Bounds on the smallest epsilon with delta(epsilon) <= delta. delta in (0, 1).
+// epsilon_upper is +inf only when the certified delta bound cannot reach `delta` at any
+// finite epsilon (e.g. an ApproxDp event with a larger delta).
+Result<EpsilonBounds> PldEpsilon(const Event& event, double delta,
+                                 const PldOptions& options = {});
+
+// Bounds on delta(epsilon). epsilon finite, >= 0.
+Result<DeltaBounds> PldDelta(const Event& event, double epsilon,
+                             const PldOptions& options = {});
+
+// The composed pessimistic PLD of one direction on its grid, for tradeoff curves
+// (//accounting:fdp): masses[j] is an upper bound on the P-probability of loss
+// (min_index + j) * interval (after dominating discretisation), infinity_mass on
+// P(L = +inf). The masses are non-negative; their sum may slightly exceed 1 where
+// error bounds were added.
+struct ComposedPld {
+  double interval;
+  int64_t min_index;
+  std::vector<double> masses;
+  double infinity_mass;
+};
+
+// Both directions (remove, add) of the pessimistic composed PLD, each truncated to the
+// region that carries all but `tail_mass` of its probability (the rest is moved to
+// +inf, so dominance is kept). tail_mass in (0, 0.01].
+Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event,
+                                                         double tail_mass,
+                                                         const PldOptions& options = {});
+
+}  // namespace dpkit::accounting
+
+#endif  // DPKIT_ACCOUNTING_PLD_H_

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""CI performance gate for dpkit's benchmarks (see benchmarks/README.md).
+
+Reads every benchmarks/gate/*.json and checks, per entry:
+  instructions  total instructions (valgrind --tool=callgrind) of a fixed-work benchmark
+                run must not exceed baseline * max_ratio;
+  ratio         numerator/denominator of one metric, both measured in the same process,
+                must lie within [min, max];
+  file_size     a built file must not exceed baseline * max_ratio bytes.
+Prints one line per check and a closing 'N passed, N failed' line; exits 1 on a failure.
+With --record, prints the measured values (for a deliberate baseline update) and never fails.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bazel_bin(path):
+    return os.path.join(ROOT, "bazel-bin", path)
+
+
+def run_instructions(check):
+    binary = bazel_bin(check["binary"])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+               binary, "--benchmark_filter=" + check["filter"]]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError("callgrind run failed: " + proc.stderr[-500:])
+        with open(out) as f:
+            for line in f:
+                if line.startswith("totals:") or line.startswith("summary:"):
+                    return int(line.split()[1])
+    raise RuntimeError("no instruction total in callgrind output")
+
+
+def run_ratio(check):
+    binary = bazel_bin(check["binary"])
+    pattern = "(" + check["numerator"].strip("^$") + ")|(" + check["denominator"].strip("^$") + ")"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        cmd = [binary, "--benchmark_filter=^(" + pattern + ")$",
+               "--benchmark_repetitions=" + str(check.get("repetitions", 5)),
+               "--benchmark_report_aggregates_only=true",
+               "--benchmark_out=" + out, "--benchmark_out_format=json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError("benchmark run failed: " + proc.stderr[-500:])
+        with open(out) as f:
+            data = json.load(f)
+    metric = check.get("metric", "real_time")
+    values = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") not in (None, "median"):
+            continue
+        name = b.get("run_name", b["name"])
+        values[name] = b[metric]
+    def pick(regex):
+        found = [v for k, v in values.items() if re.search(regex, k)]
+        if len(found) != 1:
+            raise RuntimeError("pattern %s matched %d benchmarks" % (regex, len(found)))
+        return found[0]
+    return pick(check["numerator"]) / pick(check["denominator"])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--only", default="", help="regex on check names")
+    args = parser.parse_args()
+    passed = failed = 0
+    rows = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "gate", "*.json"))):
+        with open(path) as f:
+            checks = json.load(f)["checks"]
+        for check in checks:
+            name = check["name"]
+            if args.only and not re.search(args.only, name):
+                continue
+            kind = check["kind"]
+            try:
+                if kind == "instructions":
+                    value = run_instructions(check)
+                    limit = check["baseline"] * check.get("max_ratio", 1.10)
+                    ok = value <= limit
+                    detail = "%d instructions (baseline %d, limit %d)" % (
+                        value, check["baseline"], limit)
+                elif kind == "ratio":
+                    value = run_ratio(check)
+                    lo, hi = check.get("min", float("-inf")), check.get("max", float("inf"))
+                    ok = lo <= value <= hi
+                    detail = "ratio %.3f (allowed [%s, %s])" % (value, lo, hi)
+                elif kind == "file_size":
+                    value = os.path.getsize(os.path.join(ROOT, check["path"]))
+                    limit = check["baseline"] * check.get("max_ratio", 1.20)
+                    ok = value <= limit
+                    detail = "%d bytes (baseline %d, limit %d)" % (value, check["baseline"], limit)
+                else:
+                    raise RuntimeError("unknown kind " + kind)
+            except (RuntimeError, OSError, KeyError, ValueError) as e:
+                ok, detail, value = False, "error: %s" % e, None
+            rows.append((name, value))
+            if args.record:
+                print("%-40s %s" % (name, detail))
+                continue
+            print("%s %-40s %s" % ("PASS" if ok else "FAIL", name, detail))
+            if ok:
+                passed += 1
+            else:
+                failed += 1
+    if not args.record:
+        print("gate: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

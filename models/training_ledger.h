@@ -1,0 +1,75 @@
+// The privacy ledger of a training run (McMahan et al. 2018, Sec. 3), and epsilon from it.
+//
+// One JSON line per DP step, in the format agreed for //accounting:ledger:
+//   {"type":"sample","step":12,"sampling_rate":0.004266,
+//    "queries":[{"clip_norm":1.5,"noise_stddev":1.95}]}
+// and one line per other mechanism (e.g. DP-PCA): {"type":"event","event":{...}}.
+// Appends are crash-safe: each line is one write() followed by fsync(); a reader ignores a
+// partial last line (a crash mid-write), so a ledger never claims less than was spent.
+//
+// Epsilon is computed from the FILE, never from the optimizer's arithmetic: the ledger is
+// read back, consecutive identical steps are merged into
+// SelfComposed(PoissonSampled(q, Gaussian(z)), k) with the collapsed noise multiplier
+// z = (sum_g (C_g / s_g)^2)^(-1/2) (McMahan et al. 2018, eq. (1)), and the resulting event is
+// given to the RDP accountant (certified upper bound, improved conversion of Balle et al.
+// 2020). For a homogeneous run the GDP CLT value mu_CLT (Bu et al. 2020, eq. (3.1)) is shown
+// labelled approximate (it is not an upper bound).
+#ifndef DPKIT_MODELS_TRAINING_LEDGER_H_
+#define DPKIT_MODELS_TRAINING_LEDGER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "accounting/event.h"
+#include "nlohmann/json.hpp"
+
+namespace dpkit::models {
+
+struct LedgerQuery {
+  double clip_norm;     // C_g
+  double noise_stddev;  // s_g
+};
+
+class TrainingLedger {
+ public:
+  // Creates the file or appends to it (resume continues the same ledger).
+  static absl::StatusOr<TrainingLedger> Open(const std::string& path);
+  TrainingLedger(TrainingLedger&& other) noexcept;
+  TrainingLedger& operator=(TrainingLedger&& other) noexcept;
+  ~TrainingLedger();
+
+  // One Poisson-sampled step with its sum queries.
+  absl::Status AppendStep(int64_t step, double sampling_rate,
+                          const std::vector<LedgerQuery>& queries);
+  // Any other mechanism, as an event.
+  absl::Status AppendEvent(const accounting::Event& event);
+
+ private:
+  explicit TrainingLedger(int fd) : fd_(fd) {}
+  absl::Status AppendLine(const std::string& line);
+  int fd_ = -1;
+};
+
+// The composed event of a ledger file; `steps` receives the number of sample lines.
+absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int64_t* steps);
+
+// Epsilon of a ledger file at `delta`, as the object `dpkit epsilon --format=json` prints:
+//   {"rdp": {"epsilon": e, "order": a, "conversion": "improved"},
+//    "gdp": {"mu": m, "epsilon": e, "approximate": true}}      ("gdp" only if homogeneous)
+// An empty ledger gives epsilon 0. `epsilon_upper` receives the certified RDP value.
+absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
+                                             double* epsilon_upper);
+
+// The noise multiplier sigma for which T steps of the Poisson-subsampled Gaussian with rate
+// q have RDP epsilon <= target at delta (improved conversion). Bisection on sigma; the
+// returned sigma is re-verified by a fresh RDP computation, so it is never below target.
+absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double delta,
+                                                   double sampling_rate, int64_t steps);
+
+}  // namespace dpkit::models
+
+#endif  // DPKIT_MODELS_TRAINING_LEDGER_H_

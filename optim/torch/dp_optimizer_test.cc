@@ -1,0 +1,227 @@
+#include "optim/torch/dp_optimizer.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+#include "mechanisms/random.h"
+
+namespace dpkit::optim {
+namespace {
+
+namespace F = torch::nn::functional;
+
+struct Net : torch::nn::Module {
+  DpLinear fc1{nullptr}, fc2{nullptr};
+  Net(int64_t in, int64_t hidden, int64_t out) {
+    fc1 = register_module("fc1", DpLinear(in, hidden));
+    fc2 = register_module("fc2", DpLinear(hidden, out));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
+  torch::Tensor reference(const torch::Tensor& x) {
+    return F::linear(torch::tanh(F::linear(x, fc1->weight, fc1->bias)), fc2->weight, fc2->bias);
+  }
+};
+
+torch::Tensor Losses(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+}
+
+std::unique_ptr<DpOptimizer> MakeDp(Net& net, const DpOptimizerOptions& options, double lr) {
+  auto sgd = MakeTorchOptimizer("sgd", net.parameters(), lr);
+  EXPECT_TRUE(sgd.ok());
+  auto dp = DpOptimizer::Create(net, *std::move(sgd), options,
+                                std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(1));
+  EXPECT_TRUE(dp.ok()) << dp.status();
+  return *std::move(dp);
+}
+
+// Independent computation: batch-size-1 autograd, clip each example per group by hand.
+std::vector<torch::Tensor> ExpectedUpdate(Net& net, const torch::Tensor& x, const torch::Tensor& y,
+                                          const std::vector<std::vector<int>>& param_groups,
+                                          const std::vector<double>& clip, double denominator) {
+  std::vector<torch::Tensor> params = net.parameters();
+  std::vector<torch::Tensor> total;
+  for (auto& p : params) total.push_back(torch::zeros_like(p));
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    auto grads = torch::autograd::grad(
+        {Losses(net.reference(x.narrow(0, i, 1)), y.narrow(0, i, 1)).sum()}, params);
+    for (size_t g = 0; g < param_groups.size(); ++g) {
+      double sq = 0;
+      for (int p : param_groups[g]) sq += grads[p].pow(2).sum().item<double>();
+      double factor = std::min(1.0, clip[g] / std::sqrt(sq));
+      for (int p : param_groups[g]) total[p] += grads[p] * factor;
+    }
+  }
+  for (auto& t : total) t /= -denominator;  // SGD with lr 1 moves by -gradient
+  return total;
+}
+
+void ExpectUpdate(Net& net, const std::vector<torch::Tensor>& before,
+                  const std::vector<torch::Tensor>& expected) {
+  std::vector<torch::Tensor> after = net.parameters();
+  for (size_t p = 0; p < after.size(); ++p) {
+    // float64 throughout: 1e-10 absolute is ~1e4 ulps of these O(1) values.
+    EXPECT_LT((after[p] - before[p] - expected[p]).abs().max().item<double>(), 1e-10) << p;
+  }
+}
+
+std::vector<torch::Tensor> Snapshot(Net& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(DpOptimizerTest, FlatClippingAveragesClippedExamplesOverExpectedBatchSize) {
+  torch::manual_seed(1);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.3;  // below typical norms here, so clipping is active
+  options.sampling_rate = 0.5;
+  options.expected_batch_size = 10;
+  auto dp = MakeDp(net, options, 1.0);
+  torch::Tensor x = torch::randn({8, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {8}, torch::kLong);
+  auto expected = ExpectedUpdate(net, x, y, {{0, 1, 2, 3}}, {0.3}, 10);
+  auto before = Snapshot(net);
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_EQ(*dp->AccumulatePhysicalBatch(), 8);
+  auto record = dp->Step();
+  ASSERT_TRUE(record.ok());
+  ExpectUpdate(net, before, expected);
+  EXPECT_EQ(record->batch_examples, 8);
+  ASSERT_EQ(record->queries.size(), 1u);
+  EXPECT_EQ(record->queries[0].clip_norm, 0.3);
+  EXPECT_EQ(record->sampling_rate, 0.5);
+  int clipped = 0;
+  for (double n : dp->last_norms()) clipped += n > 0.3;
+  EXPECT_GT(clipped, 0);  // the test exercises clipping
+}
+
+TEST(DpOptimizerTest, PerLayerClippingClipsEachLayerToItsShare) {
+  torch::manual_seed(2);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.4;
+  options.clipping = ClippingMode::kPerLayer;
+  options.expected_batch_size = 6;
+  auto dp = MakeDp(net, options, 1.0);
+  torch::Tensor x = torch::randn({6, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {6}, torch::kLong);
+  double share = 0.4 / std::sqrt(2.0);
+  auto expected = ExpectedUpdate(net, x, y, {{0, 1}, {2, 3}}, {share, share}, 6);
+  auto before = Snapshot(net);
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_TRUE(dp->AccumulatePhysicalBatch().ok());
+  auto record = dp->Step();
+  ASSERT_TRUE(record.ok());
+  ExpectUpdate(net, before, expected);
+  ASSERT_EQ(record->queries.size(), 2u);
+  EXPECT_NEAR(record->queries[1].clip_norm, share, 1e-15);
+}
+
+TEST(DpOptimizerTest, PhysicalBatchesGiveTheSameStepAsOneBatch) {
+  torch::manual_seed(3);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.5;
+  options.expected_batch_size = 9;
+  auto dp = MakeDp(net, options, 1.0);
+  torch::Tensor x = torch::randn({9, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {9}, torch::kLong);
+  auto expected = ExpectedUpdate(net, x, y, {{0, 1, 2, 3}}, {0.5}, 9);
+  auto before = Snapshot(net);
+  for (auto [start, size] : {std::pair<int64_t, int64_t>{0, 4}, {4, 5}}) {
+    Losses(net.forward(x.narrow(0, start, size)), y.narrow(0, start, size)).sum().backward();
+    ASSERT_EQ(*dp->AccumulatePhysicalBatch(), size);
+  }
+  auto record = dp->Step();
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->batch_examples, 9);
+  ExpectUpdate(net, before, expected);
+}
+
+TEST(DpOptimizerTest, EmptyBatchStepIsNoiseWithStddevSigmaCOverBatch) {
+  // 200 * 100 + 100 + ... coordinates: the sample standard deviation of n ~ 2e4 normals
+  // has relative sd 1/sqrt(2n) ~ 0.5%; a 5% band is > 9 sd (false failure < 1e-18).
+  Net net(200, 100, 10);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 1.3;
+  options.clip_norm = 2.0;
+  options.expected_batch_size = 4;
+  auto dp = MakeDp(net, options, 1.0);
+  auto before = Snapshot(net);
+  auto record = dp->Step();  // nothing accumulated: an empty Poisson batch
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->batch_examples, 0);
+  EXPECT_DOUBLE_EQ(record->queries[0].noise_stddev, 2.6);
+  std::vector<torch::Tensor> diffs;
+  auto after = net.parameters();
+  for (size_t p = 0; p < after.size(); ++p) diffs.push_back((after[p] - before[p]).flatten());
+  torch::Tensor all = torch::cat(diffs).to(torch::kFloat64);
+  double sd = all.std().item<double>();
+  EXPECT_NEAR(sd, 2.6 / 4, 0.05 * 2.6 / 4);
+  EXPECT_LT(std::abs(all.mean().item<double>()), 5 * (2.6 / 4) / std::sqrt(all.numel()));
+}
+
+TEST(DpOptimizerTest, RejectsModelWithBatchNorm) {
+  struct BnNet : torch::nn::Module {
+    BnNet() {
+      register_module("fc", DpLinear(3, 3));
+      register_module("bn", torch::nn::BatchNorm1d(3));
+    }
+  } net;
+  auto sgd = MakeTorchOptimizer("sgd", net.parameters(), 0.1);
+  ASSERT_TRUE(sgd.ok());
+  auto dp = DpOptimizer::Create(net, *std::move(sgd), DpOptimizerOptions{},
+                                std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(1));
+  ASSERT_FALSE(dp.ok());
+  EXPECT_NE(dp.status().message().find("GroupNorm"), std::string::npos);
+}
+
+TEST(DpOptimizerTest, RejectsBadOptions) {
+  Net net(2, 2, 2);
+  for (auto bad : {std::pair<double, double>{-1, 0.5}, {1, 0}, {1, 1.5}}) {
+    DpOptimizerOptions options;
+    options.noise_multiplier = bad.first;
+    options.sampling_rate = bad.second;
+    auto sgd = MakeTorchOptimizer("sgd", net.parameters(), 0.1);
+    auto dp = DpOptimizer::Create(net, *std::move(sgd), options,
+                                  std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(1));
+    EXPECT_FALSE(dp.ok());
+  }
+  EXPECT_FALSE(MakeTorchOptimizer("rmsprop", net.parameters(), 0.1).ok());
+  EXPECT_FALSE(MakeTorchOptimizer("sgd", net.parameters(), -1).ok());
+}
+
+TEST(DpOptimizerTest, AdamAndAdagradStepWithNoisyGradients) {
+  for (const char* name : {"adam", "adagrad"}) {
+    Net net(4, 3, 2);
+    auto opt = MakeTorchOptimizer(name, net.parameters(), 0.01);
+    ASSERT_TRUE(opt.ok());
+    auto dp = DpOptimizer::Create(net, *std::move(opt), DpOptimizerOptions{},
+                                  std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(2));
+    ASSERT_TRUE(dp.ok());
+    auto before = Snapshot(net);
+    Losses(net.forward(torch::randn({5, 4})), torch::randint(0, 2, {5}, torch::kLong))
+        .sum()
+        .backward();
+    ASSERT_TRUE((*dp)->AccumulatePhysicalBatch().ok());
+    ASSERT_TRUE((*dp)->Step().ok());
+    // Adam/AdaGrad's first step moves every coordinate by about the learning rate.
+    auto after = net.parameters();
+    EXPECT_GT((after[0] - before[0]).abs().min().item<double>(), 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace dpkit::optim

@@ -1,0 +1,570 @@
+#include "optim/torch/per_example_layers.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dpkit::optim {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The capture travels through the autograd context as an integer: the layer owns it
+// and outlives its own backward pass.
+int64_t ToHandle(LayerCapture* capture) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(capture));
+}
+LayerCapture* FromHandle(AutogradContext* ctx) {
+  return reinterpret_cast<LayerCapture*>(
+      static_cast<intptr_t>(ctx->saved_data["capture"].toInt()));
+}
+
+// z = a W^T + b. Backward returns dL/da only; the weight gradient is assembled later from
+// the capture with per-example clip factors.
+struct LinearFunction : public torch::autograd::Function<LinearFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               int64_t handle) {
+    ctx->saved_data["capture"] = handle;
+    ctx->save_for_backward({weight});
+    reinterpret_cast<LayerCapture*>(static_cast<intptr_t>(handle))->activation =
+        input.detach();
+    return torch::addmm(bias, input.reshape({-1, input.size(-1)}), weight.t())
+        .view([&] {
+          std::vector<int64_t> s = input.sizes().vec();
+          s.back() = weight.size(0);
+          return s;
+        }());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    torch::Tensor g = grad_outputs[0];
+    FromHandle(ctx)->backprop = g;
+    torch::Tensor grad_input;
+    if (ctx->needs_input_grad(0)) grad_input = g.matmul(ctx->get_saved_variables()[0]);
+    return {grad_input, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               int64_t handle, std::vector<int64_t> stride,
+                               std::vector<int64_t> padding, std::vector<int64_t> dilation) {
+    ctx->saved_data["capture"] = handle;
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->save_for_backward({input, weight});
+    reinterpret_cast<LayerCapture*>(static_cast<intptr_t>(handle))->activation =
+        input.detach();
+    return torch::conv2d(input, weight, bias, stride, padding, dilation);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    torch::Tensor g = grad_outputs[0];
+    FromHandle(ctx)->backprop = g;
+    torch::Tensor grad_input;
+    if (ctx->needs_input_grad(0)) {
+      variable_list saved = ctx->get_saved_variables();
+      grad_input = std::get<0>(at::convolution_backward(
+          g, saved[0], saved[1], c10::nullopt, ctx->saved_data["stride"].toIntVector(),
+          ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
+          /*transposed=*/false, /*output_padding=*/{0, 0}, /*groups=*/1,
+          {true, false, false}));
+    }
+    return {grad_input,     torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& indices,
+                               const torch::Tensor& weight, int64_t handle) {
+    ctx->saved_data["capture"] = handle;
+    reinterpret_cast<LayerCapture*>(static_cast<intptr_t>(handle))->activation = indices;
+    return torch::embedding(weight, indices);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    FromHandle(ctx)->backprop = grad_outputs[0];
+    return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// y = x_hat * w + b with w, b already shaped to broadcast against x_hat.
+struct AffineFunction : public torch::autograd::Function<AffineFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& normalized,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               int64_t handle) {
+    ctx->saved_data["capture"] = handle;
+    ctx->save_for_backward({weight});
+    reinterpret_cast<LayerCapture*>(static_cast<intptr_t>(handle))->activation =
+        normalized.detach();
+    return torch::addcmul(bias, normalized, weight);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    torch::Tensor g = grad_outputs[0];
+    FromHandle(ctx)->backprop = g;
+    torch::Tensor grad_input;
+    if (ctx->needs_input_grad(0)) grad_input = g * ctx->get_saved_variables()[0];
+    return {grad_input, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+torch::Tensor SquaredNorms(const torch::Tensor& per_example) {
+  return per_example.reshape({per_example.size(0), -1})
+      .to(torch::kFloat64)
+      .pow(2)
+      .sum(1);
+}
+
+// sum_i scale_i * per_example_i for per_example of shape (B, *shape).
+torch::Tensor WeightedSum(const torch::Tensor& scale, const torch::Tensor& per_example) {
+  std::vector<int64_t> shape(per_example.sizes().begin() + 1, per_example.sizes().end());
+  int64_t batch = per_example.size(0);
+  return torch::mm(scale.to(per_example.scalar_type()).view({1, batch}),
+                   per_example.reshape({batch, -1}))
+      .view(shape);
+}
+
+// A view of `buffer` (grown as needed, never shrunk) with the given shape, so per-example
+// gradients reuse one allocation across steps of varying (Poisson) batch size.
+torch::Tensor BufferView(torch::Tensor* buffer, const torch::TensorOptions& options,
+                         const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  if (!buffer->defined() || buffer->numel() < numel ||
+      buffer->scalar_type() != options.dtype().toScalarType() ||
+      buffer->device() != options.device()) {
+    *buffer = torch::empty({numel + numel / 4}, options);
+  }
+  return buffer->narrow(0, 0, numel).view(shape);
+}
+
+void CheckCapture(const PerExampleLayer& layer) {
+  TORCH_CHECK(layer.HasCapture(), layer.Describe(),
+              ": no captured forward/backward pass (run forward with autograd enabled, "
+              "then backward of the summed loss)");
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------- Linear
+DpLinearImpl::DpLinearImpl(int64_t in_features, int64_t out_features)
+    : in_features_(in_features), out_features_(out_features) {
+  TORCH_CHECK(in_features > 0 && out_features > 0, "DpLinear: sizes must be > 0");
+  double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight",
+                              torch::empty({out_features, in_features}).uniform_(-bound, bound));
+  bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
+}
+
+torch::Tensor DpLinearImpl::forward(const torch::Tensor& input) {
+  TORCH_CHECK(input.dim() >= 2 && input.size(-1) == in_features_, Describe(),
+              ": input must be (B, ..., ", in_features_, "), got ", input.sizes());
+  ClearCapture();
+  if (!torch::GradMode::is_enabled()) return torch::nn::functional::linear(input, weight, bias);
+  return LinearFunction::apply(input, weight, bias, ToHandle(&capture_));
+}
+
+int64_t DpLinearImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
+torch::Tensor DpLinearImpl::A() const {
+  return capture_.activation.reshape({capture_.activation.size(0), -1, in_features_});
+}
+torch::Tensor DpLinearImpl::G() const {
+  return capture_.backprop.reshape({capture_.backprop.size(0), -1, out_features_});
+}
+
+bool DpLinearImpl::UseGhost() const {
+  if (method_ != NormMethod::kAuto) return method_ == NormMethod::kGhost;
+  // Li et al. 2021, Sec. 4: ghost norms cost T^2 (d + p) per example, materialising T d p.
+  int64_t t = A().size(1);
+  return t * (in_features_ + out_features_) < in_features_ * out_features_;
+}
+
+void DpLinearImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
+  CheckCapture(*this);
+  torch::Tensor a = A(), g = G();
+  int64_t batch = a.size(0);
+  per_example_valid_ = false;
+  if (UseGhost()) {
+    if (a.size(1) == 1) {
+      // ||g a^T||_F^2 = ||g||^2 ||a||^2 for a single position.
+      out->push_back(a.to(torch::kFloat64).pow(2).sum({1, 2}) *
+                     g.to(torch::kFloat64).pow(2).sum({1, 2}));
+    } else {
+      // Li et al. 2021, eq. (4): <A A^T, G G^T>_F.
+      torch::Tensor aa = torch::bmm(a, a.transpose(1, 2));
+      torch::Tensor gg = torch::bmm(g, g.transpose(1, 2));
+      out->push_back((aa * gg).to(torch::kFloat64).sum({1, 2}));
+    }
+  } else {
+    torch::Tensor per = BufferView(&per_example_, a.options(),
+                                   {batch, out_features_, in_features_});
+    at::bmm_out(per, g.transpose(1, 2), a);
+    per_example_valid_ = true;
+    out->push_back(SquaredNorms(per));
+  }
+  out->push_back(SquaredNorms(g.sum(1)));
+}
+
+std::vector<torch::Tensor> DpLinearImpl::PerExampleGradients() {
+  CheckCapture(*this);
+  torch::Tensor a = A(), g = G();
+  return {torch::bmm(g.transpose(1, 2), a), g.sum(1)};
+}
+
+std::vector<torch::Tensor> DpLinearImpl::ScaledGradientSums(
+    const std::vector<torch::Tensor>& scales) {
+  CheckCapture(*this);
+  TORCH_CHECK(scales.size() == 2, Describe(), ": expected 2 scale vectors");
+  torch::Tensor a = A(), g = G();
+  int64_t batch = a.size(0);
+  torch::Tensor weight_sum;
+  if (per_example_valid_) {
+    weight_sum = WeightedSum(scales[0], per_example_.narrow(0, 0, batch * out_features_ *
+                                                                      in_features_)
+                                            .view({batch, out_features_, in_features_}));
+  } else {
+    torch::Tensor gs = g * scales[0].to(g.scalar_type()).view({batch, 1, 1});
+    weight_sum = torch::mm(gs.reshape({-1, out_features_}).t(), a.reshape({-1, in_features_}));
+  }
+  torch::Tensor bias_sum = torch::mv(g.sum(1).t(), scales[1].to(g.scalar_type()));
+  return {weight_sum, bias_sum};
+}
+
+void DpLinearImpl::ClearCapture() {
+  capture_.Clear();
+  per_example_valid_ = false;
+}
+
+std::string DpLinearImpl::Describe() const {
+  return absl::StrCat("DpLinear(", in_features_, ", ", out_features_, ")");
+}
+
+// ----------------------------------------------------------------------------- Conv2d
+DpConv2dImpl::DpConv2dImpl(const DpConv2dOptions& options) : options_(options) {
+  TORCH_CHECK(options.in_channels > 0 && options.out_channels > 0 &&
+                  options.kernel_size[0] > 0 && options.kernel_size[1] > 0 &&
+                  options.stride[0] > 0 && options.stride[1] > 0 &&
+                  options.padding[0] >= 0 && options.padding[1] >= 0 &&
+                  options.dilation[0] > 0 && options.dilation[1] > 0,
+              "DpConv2d: sizes, strides and dilations must be > 0, padding >= 0");
+  int64_t fan_in = options.in_channels * options.kernel_size[0] * options.kernel_size[1];
+  double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  weight = register_parameter(
+      "weight", torch::empty({options.out_channels, options.in_channels,
+                              options.kernel_size[0], options.kernel_size[1]})
+                    .uniform_(-bound, bound));
+  bias = register_parameter("bias",
+                            torch::empty({options.out_channels}).uniform_(-bound, bound));
+}
+
+torch::Tensor DpConv2dImpl::forward(const torch::Tensor& input) {
+  TORCH_CHECK(input.dim() == 4 && input.size(1) == options_.in_channels, Describe(),
+              ": input must be (B, ", options_.in_channels, ", H, W), got ", input.sizes());
+  ClearCapture();
+  std::vector<int64_t> stride(options_.stride.begin(), options_.stride.end());
+  std::vector<int64_t> padding(options_.padding.begin(), options_.padding.end());
+  std::vector<int64_t> dilation(options_.dilation.begin(), options_.dilation.end());
+  if (!torch::GradMode::is_enabled()) {
+    return torch::conv2d(input, weight, bias, stride, padding, dilation);
+  }
+  return Conv2dFunction::apply(input, weight, bias, ToHandle(&capture_), stride, padding,
+                               dilation);
+}
+
+int64_t DpConv2dImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
+
+torch::Tensor DpConv2dImpl::Unfolded() {
+  if (!unfolded_.defined()) {
+    namespace F = torch::nn::functional;
+    unfolded_ = F::unfold(
+        capture_.activation,
+        F::UnfoldFuncOptions({options_.kernel_size[0], options_.kernel_size[1]})
+            .dilation({options_.dilation[0], options_.dilation[1]})
+            .padding({options_.padding[0], options_.padding[1]})
+            .stride({options_.stride[0], options_.stride[1]}));
+  }
+  return unfolded_;
+}
+
+bool DpConv2dImpl::UseGhost() const {
+  if (method_ != NormMethod::kAuto) return method_ == NormMethod::kGhost;
+  // Ghost: L^2 (Ckk + out); materialised: L Ckk out (L = output positions).
+  int64_t positions = capture_.backprop.size(2) * capture_.backprop.size(3);
+  int64_t ckk = options_.in_channels * options_.kernel_size[0] * options_.kernel_size[1];
+  return positions * (ckk + options_.out_channels) < ckk * options_.out_channels;
+}
+
+void DpConv2dImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
+  CheckCapture(*this);
+  torch::Tensor u = Unfolded();  // (B, Ckk, L)
+  int64_t batch = u.size(0);
+  torch::Tensor g = capture_.backprop.reshape({batch, options_.out_channels, -1});  // (B,out,L)
+  per_example_valid_ = false;
+  if (UseGhost()) {
+    // Li et al. 2021, eq. (4) with positions L: <U^T U, G^T G>_F.
+    torch::Tensor uu = torch::bmm(u.transpose(1, 2), u);
+    torch::Tensor gg = torch::bmm(g.transpose(1, 2), g);
+    out->push_back((uu * gg).to(torch::kFloat64).sum({1, 2}));
+  } else {
+    torch::Tensor per =
+        BufferView(&per_example_, u.options(), {batch, options_.out_channels, u.size(1)});
+    at::bmm_out(per, g, u.transpose(1, 2));
+    per_example_valid_ = true;
+    out->push_back(SquaredNorms(per));
+  }
+  out->push_back(SquaredNorms(g.sum(2)));
+}
+
+std::vector<torch::Tensor> DpConv2dImpl::PerExampleGradients() {
+  CheckCapture(*this);
+  torch::Tensor u = Unfolded();
+  int64_t batch = u.size(0);
+  torch::Tensor g = capture_.backprop.reshape({batch, options_.out_channels, -1});
+  std::vector<int64_t> shape = weight.sizes().vec();
+  shape.insert(shape.begin(), batch);
+  return {torch::bmm(g, u.transpose(1, 2)).view(shape), g.sum(2)};
+}
+
+std::vector<torch::Tensor> DpConv2dImpl::ScaledGradientSums(
+    const std::vector<torch::Tensor>& scales) {
+  CheckCapture(*this);
+  TORCH_CHECK(scales.size() == 2, Describe(), ": expected 2 scale vectors");
+  torch::Tensor a = capture_.activation;
+  int64_t batch = a.size(0);
+  torch::Tensor g = capture_.backprop;
+  torch::Tensor weight_sum;
+  if (per_example_valid_) {
+    int64_t ckk = weight.numel() / options_.out_channels;
+    weight_sum = WeightedSum(scales[0], per_example_.narrow(0, 0, batch * weight.numel())
+                                            .view({batch, options_.out_channels, ckk}))
+                     .view(weight.sizes());
+  } else {
+    // The ordinary weight gradient of the rescaled backprop: sum_i s_i G_i U_i^T.
+    std::vector<int64_t> stride(options_.stride.begin(), options_.stride.end());
+    std::vector<int64_t> padding(options_.padding.begin(), options_.padding.end());
+    std::vector<int64_t> dilation(options_.dilation.begin(), options_.dilation.end());
+    torch::Tensor gs = g * scales[0].to(g.scalar_type()).view({batch, 1, 1, 1});
+    weight_sum = std::get<1>(at::convolution_backward(gs, a, weight, c10::nullopt, stride,
+                                                      padding, dilation, false, {0, 0}, 1,
+                                                      {false, true, false}));
+  }
+  torch::Tensor bias_sum = torch::mv(
+      g.reshape({batch, options_.out_channels, -1}).sum(2).t(), scales[1].to(g.scalar_type()));
+  return {weight_sum, bias_sum};
+}
+
+void DpConv2dImpl::ClearCapture() {
+  capture_.Clear();
+  unfolded_ = torch::Tensor();
+  per_example_valid_ = false;
+}
+
+std::string DpConv2dImpl::Describe() const {
+  return absl::StrCat("DpConv2d(", options_.in_channels, ", ", options_.out_channels,
+                      ", kernel ", options_.kernel_size[0], "x", options_.kernel_size[1],
+                      ", stride ", options_.stride[0], ")");
+}
+
+// -------------------------------------------------------------------------- Embedding
+DpEmbeddingImpl::DpEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
+    : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
+  TORCH_CHECK(num_embeddings > 0 && embedding_dim > 0, "DpEmbedding: sizes must be > 0");
+  weight = register_parameter("weight", torch::randn({num_embeddings, embedding_dim}));
+}
+
+torch::Tensor DpEmbeddingImpl::forward(const torch::Tensor& indices) {
+  TORCH_CHECK(indices.dim() >= 1 && indices.scalar_type() == torch::kLong, Describe(),
+              ": input must be int64 indices of shape (B, ...)");
+  ClearCapture();
+  if (!torch::GradMode::is_enabled()) return torch::embedding(weight, indices);
+  return EmbeddingFunction::apply(indices, weight, ToHandle(&capture_));
+}
+
+int64_t DpEmbeddingImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
+
+void DpEmbeddingImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
+  CheckCapture(*this);
+  int64_t batch = capture_.activation.size(0);
+  torch::Tensor idx = capture_.activation.reshape({batch, -1});
+  torch::Tensor g = capture_.backprop.reshape({batch, -1, embedding_dim_});
+  if (idx.size(1) == 1) {
+    out->push_back(g.to(torch::kFloat64).pow(2).sum({1, 2}));
+    return;
+  }
+  // Rows used at positions t and s coincide iff x_t = x_s: sum [x_t = x_s] <g_t, g_s>.
+  torch::Tensor same = idx.unsqueeze(2).eq(idx.unsqueeze(1)).to(g.scalar_type());
+  torch::Tensor gg = torch::bmm(g, g.transpose(1, 2));
+  out->push_back((same * gg).to(torch::kFloat64).sum({1, 2}));
+}
+
+std::vector<torch::Tensor> DpEmbeddingImpl::PerExampleGradients() {
+  CheckCapture(*this);
+  int64_t batch = capture_.activation.size(0);
+  torch::Tensor idx = capture_.activation.reshape({batch, -1});
+  torch::Tensor g = capture_.backprop.reshape({-1, embedding_dim_});
+  torch::Tensor rows =
+      (idx + torch::arange(batch, idx.options()).view({batch, 1}) * num_embeddings_).flatten();
+  return {torch::zeros({batch * num_embeddings_, embedding_dim_}, g.options())
+              .index_add_(0, rows, g)
+              .view({batch, num_embeddings_, embedding_dim_})};
+}
+
+std::vector<torch::Tensor> DpEmbeddingImpl::ScaledGradientSums(
+    const std::vector<torch::Tensor>& scales) {
+  CheckCapture(*this);
+  TORCH_CHECK(scales.size() == 1, Describe(), ": expected 1 scale vector");
+  int64_t batch = capture_.activation.size(0);
+  torch::Tensor idx = capture_.activation.reshape({batch, -1});
+  torch::Tensor g = capture_.backprop.reshape({batch, -1, embedding_dim_});
+  torch::Tensor gs = g * scales[0].to(g.scalar_type()).view({batch, 1, 1});
+  return {torch::zeros({num_embeddings_, embedding_dim_}, g.options())
+              .index_add_(0, idx.flatten(), gs.reshape({-1, embedding_dim_}))};
+}
+
+std::string DpEmbeddingImpl::Describe() const {
+  return absl::StrCat("DpEmbedding(", num_embeddings_, ", ", embedding_dim_, ")");
+}
+
+// -------------------------------------------------------------------------- GroupNorm
+DpGroupNormImpl::DpGroupNormImpl(int64_t num_groups, int64_t num_channels, double eps)
+    : num_groups_(num_groups), num_channels_(num_channels), eps_(eps) {
+  TORCH_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0,
+              "DpGroupNorm: num_channels must be a positive multiple of num_groups");
+  weight = register_parameter("weight", torch::ones({num_channels}));
+  bias = register_parameter("bias", torch::zeros({num_channels}));
+}
+
+torch::Tensor DpGroupNormImpl::forward(const torch::Tensor& input) {
+  TORCH_CHECK(input.dim() >= 2 && input.size(1) == num_channels_, Describe(),
+              ": input must be (B, ", num_channels_, ", ...), got ", input.sizes());
+  ClearCapture();
+  torch::Tensor normalized = torch::group_norm(input, num_groups_, {}, {}, eps_);
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = num_channels_;
+  if (!torch::GradMode::is_enabled()) {
+    return torch::addcmul(bias.view(shape), normalized, weight.view(shape));
+  }
+  return AffineFunction::apply(normalized, weight.view(shape), bias.view(shape),
+                               ToHandle(&capture_));
+}
+
+int64_t DpGroupNormImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
+
+std::vector<torch::Tensor> DpGroupNormImpl::PerExampleGradients() {
+  CheckCapture(*this);
+  int64_t batch = capture_.activation.size(0);
+  torch::Tensor g = capture_.backprop.reshape({batch, num_channels_, -1});
+  torch::Tensor x = capture_.activation.reshape({batch, num_channels_, -1});
+  return {(g * x).sum(2), g.sum(2)};
+}
+
+void DpGroupNormImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
+  for (const torch::Tensor& per : PerExampleGradients()) out->push_back(SquaredNorms(per));
+}
+
+std::vector<torch::Tensor> DpGroupNormImpl::ScaledGradientSums(
+    const std::vector<torch::Tensor>& scales) {
+  TORCH_CHECK(scales.size() == 2, Describe(), ": expected 2 scale vectors");
+  std::vector<torch::Tensor> per = PerExampleGradients();
+  return {WeightedSum(scales[0], per[0]), WeightedSum(scales[1], per[1])};
+}
+
+std::string DpGroupNormImpl::Describe() const {
+  return absl::StrCat("DpGroupNorm(", num_groups_, ", ", num_channels_, ")");
+}
+
+// -------------------------------------------------------------------------- LayerNorm
+DpLayerNormImpl::DpLayerNormImpl(std::vector<int64_t> normalized_shape, double eps)
+    : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  TORCH_CHECK(!normalized_shape_.empty(), "DpLayerNorm: normalized_shape must be non-empty");
+  weight = register_parameter("weight", torch::ones(normalized_shape_));
+  bias = register_parameter("bias", torch::zeros(normalized_shape_));
+}
+
+torch::Tensor DpLayerNormImpl::forward(const torch::Tensor& input) {
+  int64_t k = static_cast<int64_t>(normalized_shape_.size());
+  TORCH_CHECK(input.dim() > k &&
+                  input.sizes().slice(input.dim() - k).vec() == normalized_shape_,
+              Describe(), ": input must be (B, ..., normalized_shape), got ", input.sizes());
+  ClearCapture();
+  torch::Tensor normalized = torch::layer_norm(input, normalized_shape_, {}, {}, eps_);
+  if (!torch::GradMode::is_enabled()) return torch::addcmul(bias, normalized, weight);
+  return AffineFunction::apply(normalized, weight, bias, ToHandle(&capture_));
+}
+
+int64_t DpLayerNormImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
+
+std::vector<torch::Tensor> DpLayerNormImpl::PerExampleGradients() {
+  CheckCapture(*this);
+  int64_t batch = capture_.activation.size(0);
+  int64_t n = weight.numel();
+  torch::Tensor g = capture_.backprop.reshape({batch, -1, n});
+  torch::Tensor x = capture_.activation.reshape({batch, -1, n});
+  std::vector<int64_t> shape = normalized_shape_;
+  shape.insert(shape.begin(), batch);
+  return {(g * x).sum(1).view(shape), g.sum(1).view(shape)};
+}
+
+void DpLayerNormImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
+  for (const torch::Tensor& per : PerExampleGradients()) out->push_back(SquaredNorms(per));
+}
+
+std::vector<torch::Tensor> DpLayerNormImpl::ScaledGradientSums(
+    const std::vector<torch::Tensor>& scales) {
+  TORCH_CHECK(scales.size() == 2, Describe(), ": expected 2 scale vectors");
+  std::vector<torch::Tensor> per = PerExampleGradients();
+  return {WeightedSum(scales[0], per[0]), WeightedSum(scales[1], per[1])};
+}
+
+std::string DpLayerNormImpl::Describe() const {
+  return absl::StrCat("DpLayerNorm([", absl::StrJoin(normalized_shape_, ", "), "])");
+}
+
+// ------------------------------------------------------------------------- Validation
+absl::Status ValidateForPerExampleGradients(torch::nn::Module& model,
+                                            std::vector<NamedPerExampleLayer>* layers) {
+  layers->clear();
+  // The root is checked by itself: named_modules(include_self) needs a shared_ptr root.
+  std::vector<std::pair<std::string, torch::nn::Module*>> modules = {{"(root)", &model}};
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    modules.emplace_back(item.key(), item.value().get());
+  }
+  for (const auto& [name, module] : modules) {
+    std::string type = module->name();
+    if (auto* layer = dynamic_cast<PerExampleLayer*>(module)) {
+      layers->push_back({name, layer});
+      continue;
+    }
+    if (dynamic_cast<torch::nn::BatchNorm1dImpl*>(module) != nullptr ||
+        dynamic_cast<torch::nn::BatchNorm2dImpl*>(module) != nullptr ||
+        dynamic_cast<torch::nn::BatchNorm3dImpl*>(module) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "module '", name, "' (", type,
+          ") mixes the examples of a batch, so per-example gradients and DP-SGD's "
+          "sensitivity are undefined: use GroupNorm (dpkit::optim::DpGroupNorm) instead"));
+    }
+    bool has_trainable = false;
+    for (const auto& p : module->named_parameters(/*recurse=*/false)) {
+      has_trainable = has_trainable || p.value().requires_grad();
+    }
+    if (has_trainable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "module '", name, "' (", type,
+          ") has trainable parameters without a per-example gradient rule; supported: "
+          "DpLinear, DpConv2d, DpEmbedding, DpGroupNorm, DpLayerNorm (with any "
+          "parameter-free activations and pooling between them)"));
+    }
+  }
+  if (layers->empty()) {
+    return absl::InvalidArgumentError("model has no trainable per-example layers");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dpkit::optim

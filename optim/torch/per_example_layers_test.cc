@@ -1,0 +1,289 @@
+#include "optim/torch/per_example_layers.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "gtest/gtest.h"
+
+namespace dpkit::optim {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// Largest absolute difference relative to the largest absolute reference value. The
+// models run in float64, so 1e-5 measures the per-example rule, not float32 rounding
+// (float64 accumulates ~1e-15 relative error in these small products).
+double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected) {
+  double scale = expected.abs().max().item<double>();
+  double diff = (actual.to(torch::kFloat64) - expected.to(torch::kFloat64)).abs().max()
+                    .item<double>();
+  return scale > 0 ? diff / scale : diff;
+}
+constexpr double kTolerance = 1e-5;
+
+// A test model: the same parameters run through the DP layers (one batched backward) and
+// through plain LibTorch ops (the reference, one example at a time).
+struct TestModel {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;    // DP layers, logits
+  std::function<torch::Tensor(const torch::Tensor&)> reference;  // plain ops, logits
+};
+
+torch::Tensor PerExampleLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+}
+
+// Checks, for every layer and parameter: per-example gradients, their squared norms by
+// every method, and the clip-factor-weighted sum, against a batch-size-1 autograd loop.
+void CheckAgainstLoop(TestModel& model, const torch::Tensor& inputs, const torch::Tensor& labels) {
+  std::vector<NamedPerExampleLayer> layers;
+  ASSERT_TRUE(ValidateForPerExampleGradients(*model.module, &layers).ok());
+  int64_t batch = inputs.size(0);
+  PerExampleLoss(model.forward(inputs), labels).sum().backward();
+
+  std::vector<torch::Tensor> params;
+  for (auto& l : layers) {
+    for (auto& p : l.layer->DpParameters()) params.push_back(p);
+  }
+  // Reference: ordinary autograd, one example at a time.
+  std::vector<std::vector<torch::Tensor>> expected(params.size());
+  for (int64_t i = 0; i < batch; ++i) {
+    torch::Tensor loss =
+        PerExampleLoss(model.reference(inputs.narrow(0, i, 1)), labels.narrow(0, i, 1)).sum();
+    std::vector<torch::Tensor> grads = torch::autograd::grad({loss}, params);
+    for (size_t p = 0; p < params.size(); ++p) expected[p].push_back(grads[p]);
+  }
+  torch::manual_seed(7);
+  size_t p = 0;
+  for (auto& l : layers) {
+    std::vector<torch::Tensor> per = l.layer->PerExampleGradients();
+    std::vector<torch::Tensor> scales;
+    for (size_t k = 0; k < per.size(); ++k) scales.push_back(torch::rand({batch}, torch::kFloat64));
+    std::vector<std::vector<torch::Tensor>> norms_by_method;
+    for (NormMethod method : {NormMethod::kGhost, NormMethod::kMaterialize, NormMethod::kAuto}) {
+      l.layer->SetNormMethod(method);
+      std::vector<torch::Tensor> norms;
+      l.layer->AppendSquaredNorms(&norms);
+      ASSERT_EQ(norms.size(), per.size());
+      std::vector<torch::Tensor> sums = l.layer->ScaledGradientSums(scales);
+      for (size_t k = 0; k < per.size(); ++k) {
+        torch::Tensor want = torch::stack(expected[p + k]).squeeze(1);
+        want = want.view(per[k].sizes());
+        torch::Tensor want_norms = want.reshape({batch, -1}).pow(2).sum(1);
+        torch::Tensor want_sum =
+            (want * scales[k].view({batch}).reshape(
+                        [&] { std::vector<int64_t> s(want.dim(), 1); s[0] = batch; return s; }()))
+                .sum(0);
+        EXPECT_LT(RelativeError(per[k], want), kTolerance) << l.name << " param " << k;
+        EXPECT_LT(RelativeError(norms[k], want_norms), kTolerance)
+            << l.name << " param " << k << " method " << static_cast<int>(method);
+        EXPECT_LT(RelativeError(sums[k], want_sum), kTolerance)
+            << l.name << " param " << k << " method " << static_cast<int>(method);
+      }
+    }
+    p += per.size();
+  }
+}
+
+struct LinearNet : torch::nn::Module {
+  DpLinear fc1{nullptr}, fc2{nullptr};
+  LinearNet() {
+    fc1 = register_module("fc1", DpLinear(6, 5));
+    fc2 = register_module("fc2", DpLinear(5, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, LinearMatchesBatchSizeOneLoop) {
+  torch::manual_seed(1);
+  auto net = std::make_shared<LinearNet>();
+  net->to(torch::kFloat64);
+  TestModel model{net, [&](const torch::Tensor& x) { return net->fc2(torch::tanh(net->fc1(x))); },
+                  [&](const torch::Tensor& x) {
+                    return F::linear(torch::tanh(F::linear(x, net->fc1->weight, net->fc1->bias)),
+                                     net->fc2->weight, net->fc2->bias);
+                  }};
+  CheckAgainstLoop(model, torch::randn({7, 6}, torch::kFloat64),
+                   torch::randint(0, 3, {7}, torch::kLong));
+}
+
+TEST(PerExampleLayersTest, LinearOverSequencePositionsMatchesBatchSizeOneLoop) {
+  torch::manual_seed(2);
+  auto net = std::make_shared<LinearNet>();
+  net->to(torch::kFloat64);
+  TestModel model{net,
+                  [&](const torch::Tensor& x) { return net->fc2(torch::relu(net->fc1(x)).mean(1)); },
+                  [&](const torch::Tensor& x) {
+                    return F::linear(
+                        torch::relu(F::linear(x, net->fc1->weight, net->fc1->bias)).mean(1),
+                        net->fc2->weight, net->fc2->bias);
+                  }};
+  CheckAgainstLoop(model, torch::randn({5, 4, 6}, torch::kFloat64),
+                   torch::randint(0, 3, {5}, torch::kLong));
+}
+
+struct ConvNet : torch::nn::Module {
+  DpConv2d conv1{nullptr}, conv2{nullptr};
+  DpGroupNorm norm{nullptr};
+  DpLinear fc{nullptr};
+  ConvNet() {
+    DpConv2dOptions o1;
+    o1.in_channels = 2; o1.out_channels = 4; o1.kernel_size = {3, 3}; o1.stride = {2, 2};
+    o1.padding = {1, 1};
+    DpConv2dOptions o2;
+    o2.in_channels = 4; o2.out_channels = 6; o2.kernel_size = {2, 3};
+    conv1 = register_module("conv1", DpConv2d(o1));
+    conv2 = register_module("conv2", DpConv2d(o2));
+    norm = register_module("norm", DpGroupNorm(3, 6));
+    fc = register_module("fc", DpLinear(6 * 3 * 2, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, Conv2dGroupNormAndPoolingMatchBatchSizeOneLoop) {
+  torch::manual_seed(3);
+  auto net = std::make_shared<ConvNet>();
+  net->to(torch::kFloat64);
+  // Non-trivial affine parameters so their gradients are generic.
+  { torch::NoGradGuard guard; net->norm->weight.uniform_(0.5, 1.5); net->norm->bias.uniform_(-1, 1); }
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    const auto& c1 = net->conv1->options();
+    torch::Tensor h = reference ? torch::conv2d(x, net->conv1->weight, net->conv1->bias,
+                                                {c1.stride[0], c1.stride[1]},
+                                                {c1.padding[0], c1.padding[1]})
+                                : net->conv1(x);
+    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2).stride(1));
+    h = reference ? torch::conv2d(h, net->conv2->weight, net->conv2->bias) : net->conv2(h);
+    h = reference ? torch::group_norm(h, 3, net->norm->weight, net->norm->bias)
+                  : net->norm(h);
+    h = torch::tanh(h).flatten(1);
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  // 9x9 -> conv1 (3x3, stride 2, pad 1) 5x5 -> pool 4x4 -> conv2 (2x3) 3x2.
+  CheckAgainstLoop(model, torch::randn({6, 2, 9, 9}, torch::kFloat64),
+                   torch::randint(0, 3, {6}, torch::kLong));
+}
+
+struct EmbeddingNet : torch::nn::Module {
+  DpEmbedding embedding{nullptr};
+  DpLayerNorm norm{nullptr};
+  DpLinear fc{nullptr};
+  EmbeddingNet() {
+    embedding = register_module("embedding", DpEmbedding(7, 4));
+    norm = register_module("norm", DpLayerNorm(std::vector<int64_t>{4}));
+    fc = register_module("fc", DpLinear(4, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, EmbeddingAndLayerNormMatchBatchSizeOneLoop) {
+  torch::manual_seed(4);
+  auto net = std::make_shared<EmbeddingNet>();
+  net->to(torch::kFloat64);
+  { torch::NoGradGuard guard; net->norm->weight.uniform_(0.5, 1.5); net->norm->bias.uniform_(-1, 1); }
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    torch::Tensor h = reference ? torch::embedding(net->embedding->weight, x) : net->embedding(x);
+    h = reference ? torch::layer_norm(h, {4}, net->norm->weight, net->norm->bias) : net->norm(h);
+    h = torch::relu(h).mean(1);
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  // Indices in [0, 7) over 6 positions: repeated rows within an example are certain.
+  CheckAgainstLoop(model, torch::randint(0, 7, {5, 6}, torch::kLong),
+                   torch::randint(0, 3, {5}, torch::kLong));
+}
+
+TEST(PerExampleLayersTest, SingleIndexEmbeddingMatchesBatchSizeOneLoop) {
+  torch::manual_seed(5);
+  auto net = std::make_shared<EmbeddingNet>();
+  net->to(torch::kFloat64);
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    torch::Tensor h = reference ? torch::embedding(net->embedding->weight, x) : net->embedding(x);
+    h = reference ? torch::layer_norm(h, {4}, net->norm->weight, net->norm->bias) : net->norm(h);
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  CheckAgainstLoop(model, torch::tensor({0, 3, 3, 6}, torch::kLong),
+                   torch::randint(0, 3, {4}, torch::kLong));
+}
+
+TEST(PerExampleLayersTest, Float32NormsAgreeWithFloat64Norms) {
+  torch::manual_seed(6);
+  DpLinear layer(30, 20);
+  torch::Tensor x = torch::randn({8, 30});
+  layer(x).pow(2).sum().backward();
+  std::vector<torch::Tensor> ghost, materialized;
+  layer->SetNormMethod(NormMethod::kGhost);
+  layer->AppendSquaredNorms(&ghost);
+  layer->SetNormMethod(NormMethod::kMaterialize);
+  layer->AppendSquaredNorms(&materialized);
+  // float32 products of 30 terms: relative rounding ~30 * 6e-8; 1e-5 leaves margin.
+  EXPECT_LT(RelativeError(ghost[0], materialized[0]), 1e-5);
+}
+
+TEST(PerExampleLayersTest, ParametersGetNoOrdinaryGradient) {
+  DpLinear layer(3, 2);
+  layer(torch::randn({4, 3})).sum().backward();
+  EXPECT_FALSE(layer->weight.grad().defined());
+  EXPECT_TRUE(layer->HasCapture());
+  EXPECT_EQ(layer->CapturedBatchSize(), 4);
+}
+
+TEST(PerExampleLayersTest, NoGradForwardCapturesNothing) {
+  DpLinear layer(3, 2);
+  torch::NoGradGuard guard;
+  torch::Tensor y = layer(torch::randn({4, 3}));
+  EXPECT_EQ(y.size(1), 2);
+  EXPECT_FALSE(layer->HasCapture());
+}
+
+struct BatchNormNet : torch::nn::Module {
+  DpConv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  BatchNormNet() {
+    conv = register_module("conv", DpConv2d(DpConv2dOptions{}));
+    bn = register_module("bn", torch::nn::BatchNorm2d(1));
+  }
+};
+
+TEST(PerExampleLayersTest, RejectsBatchNormSuggestingGroupNorm) {
+  BatchNormNet net;
+  std::vector<NamedPerExampleLayer> layers;
+  absl::Status status = ValidateForPerExampleGradients(net, &layers);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("'bn'"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("GroupNorm"), std::string::npos) << status.message();
+}
+
+struct PlainLinearNet : torch::nn::Module {
+  DpLinear fc1{nullptr};
+  torch::nn::Linear fc2{nullptr};
+  PlainLinearNet() {
+    fc1 = register_module("fc1", DpLinear(3, 3));
+    fc2 = register_module("fc2", torch::nn::Linear(3, 2));
+  }
+};
+
+TEST(PerExampleLayersTest, RejectsLayerWithoutRuleNamingIt) {
+  PlainLinearNet net;
+  std::vector<NamedPerExampleLayer> layers;
+  absl::Status status = ValidateForPerExampleGradients(net, &layers);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("'fc2'"), std::string::npos) << status.message();
+}
+
+TEST(PerExampleLayersTest, ListsSupportedLayersInOrder) {
+  LinearNet net;
+  std::vector<NamedPerExampleLayer> layers;
+  ASSERT_TRUE(ValidateForPerExampleGradients(net, &layers).ok());
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].name, "fc1");
+  EXPECT_EQ(layers[1].name, "fc2");
+}
+
+}  // namespace
+}  // namespace dpkit::optim

@@ -1,0 +1,78 @@
+// `dpkit ledger FILE`: accounts a privacy ledger written during training
+// (McMahan et al. 2018, Sec. 3): epsilon at --delta, or delta at --epsilon.
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "accounting/event.h"
+#include "accounting/ledger.h"
+#include "tools/accounting_report.h"
+#include "tools/cli.h"
+#include "tools/command.h"
+#include "tools/common_flags.h"
+
+namespace dpkit::tools {
+namespace {
+
+absl::Status RunLedger(const CommandContext& context) {
+  if (context.args.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected exactly one ledger FILE argument, got ", context.args.size()));
+  }
+  absl::StatusOr<bool> as_json = JsonFormatFromFlags();
+  if (!as_json.ok()) return as_json.status();
+  const std::string accountant = absl::GetFlag(FLAGS_accountant);
+  if (auto selected = SelectAccountants(accountant); !selected.ok()) {
+    return selected.status();
+  }
+  const bool want_delta = FlagGiven("epsilon");
+  if (want_delta && FlagGiven("delta")) {
+    return absl::InvalidArgumentError(
+        "give either --delta (report epsilon) or --epsilon (report delta), not both");
+  }
+  const double delta = absl::GetFlag(FLAGS_delta);
+  const double epsilon = absl::GetFlag(FLAGS_epsilon);
+  if (want_delta) {
+    if (absl::Status s = CheckFiniteNonNegative("epsilon", epsilon); !s.ok()) return s;
+  } else {
+    if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+  }
+
+  const std::string& path = context.args[0];
+  auto entries = accounting::ReadLedger(path);
+  if (!entries.ok()) return absl::InvalidArgumentError(entries.error());
+  auto event = accounting::LedgerToEvent(*entries);
+  if (!event.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", event.error()));
+  }
+  absl::StatusOr<nlohmann::json> report = want_delta
+                                              ? DeltaReport(*event, epsilon, accountant)
+                                              : EpsilonReport(*event, delta, accountant);
+  if (!report.ok()) return report.status();
+
+  nlohmann::json out = *report;
+  out["input"] = {{"ledger", path}, {"entries", entries->size()}, {"event", event->ToJson()}};
+  if (want_delta) {
+    out["input"]["epsilon"] = epsilon;
+  } else {
+    out["input"]["delta"] = delta;
+  }
+  const std::string text = absl::StrCat(
+      "ledger ", path, ": ", entries->size(), " entries, ",
+      want_delta ? "epsilon = " + FormatNumber(epsilon) : "delta = " + FormatNumber(delta),
+      "\n", ReportToText(*report));
+  PrintReport(out, text, *as_json);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DPKIT_REGISTER_COMMAND((Command{
+    "ledger", "account a privacy ledger file (JSON lines written by training)",
+    "Usage: dpkit ledger FILE [--delta=D | --epsilon=E] [--accountant=...] "
+    "[--format=text|json]\nReports epsilon at --delta (default), or delta at --epsilon.",
+    {"delta", "epsilon", "accountant", "format"},
+    &RunLedger}));
+
+}  // namespace dpkit::tools

@@ -1,0 +1,291 @@
+#include "web/calculator_bindings.h"
+
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accounting/event.h"
+#include "accounting/gdp.h"
+#include "accounting/rdp.h"
+#include "accounting/result.h"
+#include "nlohmann/json.hpp"
+
+namespace dpkit::web {
+namespace {
+
+using ::dpkit::accounting::Error;
+using ::dpkit::accounting::Result;
+using Json = ::nlohmann::json;
+
+// Largest number of points of one tradeoff curve, so a request cannot exhaust memory.
+constexpr int64_t kMaxTradeoffPoints = 4001;
+
+Json Failure(const std::string& message) { return Json{{"ok", false}, {"error", message}}; }
+
+// Reads a required finite number field of the request.
+Result<double> GetNumber(const Json& request, const char* name) {
+  auto it = request.find(name);
+  if (it == request.end()) return Error{std::string(name) + " is required"};
+  if (!it->is_number()) return Error{std::string(name) + " must be a number"};
+  double value = it->get<double>();
+  if (!std::isfinite(value)) return Error{std::string(name) + " must be finite"};
+  return value;
+}
+
+// Reads a required integer field >= `minimum` (JSON numbers like 14063 or 14063.0).
+Result<int64_t> GetInteger(const Json& request, const char* name, int64_t minimum) {
+  Result<double> value = GetNumber(request, name);
+  if (!value.ok()) return Error{value.error()};
+  // 2^53: every integer below is exactly representable, which is far beyond any step count.
+  if (*value != std::floor(*value) || *value < static_cast<double>(minimum) || *value > 9.0e15) {
+    return Error{std::string(name) + " must be an integer >= " + std::to_string(minimum)};
+  }
+  return static_cast<int64_t>(*value);
+}
+
+// The accountants this build offers, in the order the page shows them.
+const std::vector<std::string>& AvailableAccountants() {
+  static const auto* const kNames = new std::vector<std::string>{"rdp", "gdp"};
+  return *kNames;
+}
+
+bool IsAvailable(const std::string& name) {
+  for (const std::string& available : AvailableAccountants()) {
+    if (name == available) return true;
+  }
+  return false;
+}
+
+std::string AccountantRange() {
+  std::string names;
+  for (const std::string& name : AvailableAccountants()) {
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
+// Reads the optional "accountants" list (default: all available).
+Result<std::vector<std::string>> GetAccountants(const Json& request) {
+  auto it = request.find("accountants");
+  if (it == request.end()) return AvailableAccountants();
+  if (!it->is_array()) return Error{"accountants must be a list of: " + AccountantRange()};
+  std::vector<std::string> names;
+  for (const Json& name : *it) {
+    if (!name.is_string() || !IsAvailable(name.get<std::string>())) {
+      return Error{"accountants must be a list of: " + AccountantRange()};
+    }
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
+// Smallest type I + type II error of a mu-GDP mechanism: min_a a + G_mu(a) = 2 Phi(-mu/2),
+// reached at a = Phi(-mu/2) by the symmetry of G_mu (Dong, Roth, Su 2019, Sec. 2.2;
+// Bu et al. 2020, Sec. 3 quote 77.6 % for mu = 0.57). Computed as G_mu(Phi(-mu/2)) + Phi(-mu/2).
+double GdpMinimumError(double mu) {
+  double alpha = 0.5 * std::erfc(mu / (2.0 * std::sqrt(2.0)));  // Phi(-mu/2)
+  return alpha + accounting::GaussianTradeoff(mu, alpha);
+}
+
+// Smallest type I + type II error of an (eps, delta)-DP mechanism:
+// min_a a + f_{eps,delta}(a) = 2 (1 - delta) / (1 + e^eps), at a = (1 - delta)/(1 + e^eps)
+// where the two linear pieces of f_{eps,delta} meet (Bu et al. 2020, eq. 2.1; Kairouz, Oh,
+// Viswanath 2015, Thm. 2.1).
+double ApproxDpMinimumError(double epsilon, double delta) {
+  return 2.0 * (1.0 - delta) / (1.0 + std::exp(epsilon));
+}
+
+// GDP: mu by the CLT (Bu et al. 2020, eq. 3.1), then eps(delta; mu) by eq. (3.2). As in
+// `dpkit epsilon` (tools/accounting_report.cc), q = 1 is no approximation: T Gaussians of
+// noise multiplier sigma are exactly (sqrt(T)/sigma)-GDP (Dong, Roth, Su 2019, Cor. 3.3).
+Json GdpSlot(double sampling_rate, double noise_multiplier, int64_t steps, double delta) {
+  double mu = 0.0;
+  bool approximate = true;
+  if (sampling_rate == 1.0) {
+    mu = std::sqrt(static_cast<double>(steps)) / noise_multiplier;
+    approximate = false;
+    if (!std::isfinite(mu)) return Json{{"error", "GDP mu overflows: the noise is far too small"}};
+  } else {
+    Result<double> clt_mu = accounting::CltMu(sampling_rate, noise_multiplier, steps);
+    if (!clt_mu.ok()) return Json{{"error", clt_mu.error()}};
+    mu = *clt_mu;
+  }
+  Result<double> epsilon = accounting::GdpEpsilon(mu, delta);
+  if (!epsilon.ok()) return Json{{"error", epsilon.error()}};
+  return Json{{"mu", mu},
+              {"epsilon", *epsilon},
+              {"approximate", approximate},
+              {"min_error", GdpMinimumError(mu)}};
+}
+
+// RDP: the default order grid, converted as `dpkit epsilon` does (improved conversion,
+// Balle et al. 2020, Thm. 21); a certified upper bound. min_error is the certified lower
+// bound 2 (1 - delta) / (1 + e^eps) implied by (eps, delta)-DP.
+Json RdpSlot(const accounting::Event& event, double delta) {
+  const std::vector<double> orders = accounting::DefaultRdpOrders();
+  Result<std::vector<double>> rdp = accounting::ComputeRdp(event, orders);
+  if (!rdp.ok()) return Json{{"error", rdp.error()}};
+  Result<accounting::RdpEpsilon> epsilon =
+      accounting::RdpToEpsilon(orders, *rdp, delta, accounting::RdpConversion::kImproved);
+  if (!epsilon.ok()) return Json{{"error", epsilon.error()}};
+  if (!std::isfinite(epsilon->epsilon)) {
+    return Json{{"error", "RDP gives no finite epsilon at any order for these parameters"}};
+  }
+  return Json{{"epsilon", epsilon->epsilon},
+              {"order", epsilon->order},
+              {"conversion", "improved"},
+              {"min_error", ApproxDpMinimumError(epsilon->epsilon, delta)}};
+}
+
+Json HandleEpsilon(const Json& request) {
+  Result<double> sampling_rate = GetNumber(request, "sampling_rate");
+  if (!sampling_rate.ok()) return Failure(sampling_rate.error());
+  Result<double> noise_multiplier = GetNumber(request, "noise_multiplier");
+  if (!noise_multiplier.ok()) return Failure(noise_multiplier.error());
+  Result<int64_t> steps = GetInteger(request, "steps", 1);
+  if (!steps.ok()) return Failure(steps.error());
+  Result<double> delta = GetNumber(request, "delta");
+  if (!delta.ok()) return Failure(delta.error());
+  if (!(*delta > 0.0 && *delta < 1.0)) {
+    return Failure("delta must be in (0, 1), got " + Json(*delta).dump());
+  }
+  // The event validates sampling_rate, noise_multiplier and steps with the core's messages.
+  Result<accounting::Event> event =
+      accounting::DpSgdEvent(*sampling_rate, *noise_multiplier, *steps);
+  if (!event.ok()) return Failure(event.error());
+
+  Result<std::vector<std::string>> accountants = GetAccountants(request);
+  if (!accountants.ok()) return Failure(accountants.error());
+  Json result = Json::object();
+  for (const std::string& name : *accountants) {
+    if (name == "gdp") result["gdp"] = GdpSlot(*sampling_rate, *noise_multiplier, *steps, *delta);
+    if (name == "rdp") result["rdp"] = RdpSlot(*event, *delta);
+  }
+  return Json{{"ok", true}, {"result", result}};
+}
+
+Json HandleTradeoff(const Json& request) {
+  Result<double> mu = GetNumber(request, "mu");
+  if (!mu.ok()) return Failure(mu.error());
+  if (*mu < 0.0) return Failure("mu must be finite and >= 0, got " + Json(*mu).dump());
+  Result<double> epsilon = GetNumber(request, "epsilon");
+  if (!epsilon.ok()) return Failure(epsilon.error());
+  if (*epsilon < 0.0) {
+    return Failure("epsilon must be finite and >= 0, got " + Json(*epsilon).dump());
+  }
+  Result<double> delta = GetNumber(request, "delta");
+  if (!delta.ok()) return Failure(delta.error());
+  if (!(*delta >= 0.0 && *delta <= 1.0)) {
+    return Failure("delta must be in [0, 1], got " + Json(*delta).dump());
+  }
+  // The type I errors: "alphas" (a list in [0, 1]) or "points" (a uniform grid on [0, 1]).
+  std::vector<double> alphas;
+  if (auto it = request.find("alphas"); it != request.end()) {
+    if (!it->is_array() || it->empty() ||
+        static_cast<int64_t>(it->size()) > kMaxTradeoffPoints) {
+      return Failure("alphas must be a list of 1 to " + std::to_string(kMaxTradeoffPoints) +
+                     " numbers in [0, 1]");
+    }
+    for (const Json& a : *it) {
+      if (!a.is_number() || !(a.get<double>() >= 0.0 && a.get<double>() <= 1.0)) {
+        return Failure("alphas must be a list of 1 to " + std::to_string(kMaxTradeoffPoints) +
+                       " numbers in [0, 1]");
+      }
+      alphas.push_back(a.get<double>());
+    }
+  } else {
+    Result<int64_t> points = GetInteger(request, "points", 2);
+    if (!points.ok()) return Failure(points.error());
+    if (*points > kMaxTradeoffPoints) {
+      return Failure("points must be an integer in [2, " + std::to_string(kMaxTradeoffPoints) +
+                     "]");
+    }
+    for (int64_t i = 0; i < *points; ++i) {
+      alphas.push_back(static_cast<double>(i) / static_cast<double>(*points - 1));
+    }
+  }
+  Json alpha = Json::array(), gdp = Json::array(), approx_dp = Json::array();
+  for (double a : alphas) {
+    alpha.push_back(a);
+    gdp.push_back(accounting::GaussianTradeoff(*mu, a));
+    approx_dp.push_back(accounting::ApproxDpTradeoff(*epsilon, *delta, a));
+  }
+  return Json{{"ok", true},
+              {"result",
+               {{"alpha", alpha},
+                {"gdp", gdp},
+                {"approx_dp", approx_dp},
+                {"gdp_min_error", GdpMinimumError(*mu)},
+                {"approx_dp_min_error", ApproxDpMinimumError(*epsilon, *delta)}}}};
+}
+
+// Smallest noise multiplier whose epsilon at (delta, q, T) is at most target_epsilon, with
+// the epsilon it achieves; the same JSON as `dpkit calibrate --format=json`.
+Json HandleCalibrate(const Json& request) {
+  Result<double> target_epsilon = GetNumber(request, "target_epsilon");
+  if (!target_epsilon.ok()) return Failure(target_epsilon.error());
+  Result<double> delta = GetNumber(request, "delta");
+  if (!delta.ok()) return Failure(delta.error());
+  Result<double> sampling_rate = GetNumber(request, "sampling_rate");
+  if (!sampling_rate.ok()) return Failure(sampling_rate.error());
+  Result<int64_t> steps = GetInteger(request, "steps", 1);
+  if (!steps.ok()) return Failure(steps.error());
+  auto it = request.find("accountant");
+  if (it == request.end() || !it->is_string() || !IsAvailable(it->get<std::string>())) {
+    return Failure("accountant must be one of: " + AccountantRange());
+  }
+  const std::string accountant = it->get<std::string>();
+  if (accountant == "gdp") {
+    // Bu et al. 2020, eqs. (3.3)-(3.4): APPROXIMATE (CLT).
+    Result<double> sigma =
+        accounting::CltNoiseMultiplier(*target_epsilon, *delta, *sampling_rate, *steps);
+    if (!sigma.ok()) return Failure(sigma.error());
+    Json slot = GdpSlot(*sampling_rate, *sigma, *steps, *delta);
+    if (slot.contains("error")) return Failure(slot["error"].get<std::string>());
+    return Json{{"ok", true},
+                {"result",
+                 {{"noise_multiplier", *sigma},
+                  {"epsilon", slot["epsilon"]},
+                  {"accountant", "gdp"},
+                  {"approximate", true}}}};
+  }
+  return Failure("accountant must be one of: " + AccountantRange());
+}
+
+Json Dispatch(const Json& request) {
+  if (!request.is_object()) return Failure("request must be a JSON object");
+  auto op = request.find("op");
+  if (op == request.end() || !op->is_string()) return Failure("request needs a string \"op\"");
+  const std::string name = op->get<std::string>();
+  if (name == "epsilon") return HandleEpsilon(request);
+  if (name == "tradeoff") return HandleTradeoff(request);
+  if (name == "calibrate") return HandleCalibrate(request);
+  if (name == "version") {
+    return Json{{"ok", true},
+                {"result",
+                 {{"name", "dpkit-calculator"},
+                  {"accountants", AvailableAccountants()},
+                  {"operations", {"epsilon", "tradeoff", "calibrate", "version"}}}}};
+  }
+  return Failure("unknown op \"" + name + "\"");
+}
+
+}  // namespace
+
+std::string HandleRequest(std::string_view request_json) {
+  try {
+    Json request = Json::parse(request_json, nullptr, /*allow_exceptions=*/false);
+    if (request.is_discarded()) return Failure("request is not valid JSON").dump();
+    // Non-finite doubles cannot appear in JSON; dump() would write them as null.
+    return Dispatch(request).dump();
+  } catch (const std::exception& e) {
+    // The core reports errors as Result; this catches only library exceptions (e.g. an
+    // allocation failure), so that the page shows a message instead of losing the module.
+    return Failure(std::string("internal error: ") + e.what()).dump();
+  }
+}
+
+}  // namespace dpkit::web

@@ -1,0 +1,710 @@
+// The calculator page: form state <-> URL, inline validation, and the requests to the
+// WebAssembly accounting core (fast GDP/RDP on the main thread, PLD and calibration in a
+// Web Worker). Classic script, no modules, so that the page also works from file://.
+'use strict';
+
+const ACCOUNTANTS = ['pld', 'rdp', 'gdp'];
+const COLORS = {pld: '#1f5fbf', pld_lower: '#7aa7e8', rdp: '#c2410c', gdp: '#6b7280'};
+const LABELS = {pld: 'PLD ε upper', pld_lower: 'PLD ε lower', rdp: 'RDP ε', gdp: 'GDP-CLT ε (approx.)'};
+const MAX_STEPS = 1e7;
+// Type I errors of the tradeoff table.
+const TABLE_ALPHAS = [0, 0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1];
+
+const $ = (selector) => document.querySelector(selector);
+const stats = {loadStart: performance.now(), firstResultMs: null, pldMs: [], wasmBytes: 0,
+               worker: 'none'};
+window.dpkitStats = stats;
+
+// ---------------------------------------------------------------------------------------
+// Formatting.
+
+function formatNumber(value, digits = 5) {
+  if (value === Infinity) return '∞';
+  if (!Number.isFinite(value)) return '–';
+  if (value === 0) return '0';
+  const magnitude = Math.abs(value);
+  if (magnitude >= 1e6 || magnitude < 1e-4) {
+    return Number(value.toPrecision(digits)).toExponential();
+  }
+  if (magnitude >= 100) return value.toFixed(2);
+  return String(Number(value.toPrecision(digits)));
+}
+
+function formatPercent(value) {
+  return Number.isFinite(value) ? (100 * value).toFixed(2) + ' %' : '–';
+}
+
+// ---------------------------------------------------------------------------------------
+// Form state, validation and the URL.
+
+const URL_KEYS = {
+  mode: 'mode', sampling: 'sampling', length: 'length', dataset_size: 'n', batch_size: 'b',
+  sampling_rate: 'q', epochs: 'epochs', steps: 'T', noise_multiplier: 'sigma',
+  target_epsilon: 'target', delta: 'delta',
+};
+
+function radioValue(name) {
+  return document.querySelector(`input[name="${name}"]:checked`).value;
+}
+
+function setRadio(name, value) {
+  const input = document.querySelector(`input[name="${name}"][value="${value}"]`);
+  if (input) input.checked = true;
+}
+
+function readState() {
+  const state = {mode: radioValue('mode'), sampling: radioValue('sampling'),
+                 length: radioValue('length'), accountants: []};
+  for (const key of ['dataset_size', 'batch_size', 'sampling_rate', 'epochs', 'steps',
+                     'noise_multiplier', 'target_epsilon', 'delta']) {
+    state[key] = document.getElementById(key).value.trim();
+  }
+  for (const name of ACCOUNTANTS) {
+    if (document.querySelector(`#accountants input[name="${name}"]`).checked) {
+      state.accountants.push(name);
+    }
+  }
+  return state;
+}
+
+function writeUrl(state) {
+  const params = new URLSearchParams();
+  for (const [key, short] of Object.entries(URL_KEYS)) params.set(short, state[key]);
+  params.set('acc', state.accountants.join(','));
+  history.replaceState(null, '', '#' + params.toString());
+}
+
+function readUrl() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ''));
+  for (const [key, short] of Object.entries(URL_KEYS)) {
+    if (!params.has(short)) continue;
+    const value = params.get(short);
+    if (['mode', 'sampling', 'length'].includes(key)) {
+      setRadio(key, value);
+    } else {
+      document.getElementById(key).value = value;
+    }
+  }
+  if (params.has('acc')) {
+    const chosen = params.get('acc').split(',');
+    for (const name of ACCOUNTANTS) {
+      document.querySelector(`#accountants input[name="${name}"]`).checked =
+          chosen.includes(name);
+    }
+  }
+}
+
+// Parses a decimal number the way a person types it ("1e-5", "0.5", " 60 "); NaN if not.
+function parseNumber(text) {
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) return NaN;
+  return Number(text);
+}
+
+// Checks one field; returns [value, message] with message '' when valid.
+function checkField(id, text, rule) {
+  const value = parseNumber(text);
+  if (text === '') return [NaN, `${rule.label} is required (${rule.range})`];
+  if (!Number.isFinite(value)) return [NaN, `${rule.label} must be a number (${rule.range})`];
+  if (rule.integer && !Number.isInteger(value)) {
+    return [NaN, `${rule.label} must be an integer (${rule.range})`];
+  }
+  const aboveMin = rule.minExclusive ? value > rule.min : value >= rule.min;
+  if (!aboveMin || value > rule.max) return [NaN, `${rule.label} must be ${rule.range}`];
+  return [value, ''];
+}
+
+const RULES = {
+  dataset_size: {label: 'dataset size', integer: true, min: 1, max: 1e12,
+                 range: 'an integer from 1 to 10^12'},
+  batch_size: {label: 'batch size', integer: true, min: 1, max: 1e12,
+               range: 'an integer from 1 to the dataset size'},
+  sampling_rate: {label: 'sampling rate', min: 0, minExclusive: true, max: 1,
+                  range: 'in (0, 1]'},
+  epochs: {label: 'epochs', min: 0, minExclusive: true, max: 1e12, range: 'greater than 0'},
+  steps: {label: 'steps', integer: true, min: 1, max: MAX_STEPS,
+          range: 'an integer from 1 to 10^7'},
+  noise_multiplier: {label: 'noise multiplier', min: 0.1, max: 1000,
+                     range: 'from 0.1 to 1000'},
+  target_epsilon: {label: 'target ε', min: 0.01, max: 100, range: 'from 0.01 to 100'},
+  delta: {label: 'δ', min: 1e-15, max: 0.1, range: 'from 1e-15 to 0.1'},
+};
+
+// Validates the form. Returns {ok, inputs, errors}: inputs holds the numbers the core needs
+// (sampling_rate, steps, delta and noise_multiplier or target_epsilon).
+function validate(state) {
+  const errors = {};
+  const numbers = {};
+  const check = (id) => {
+    const [value, message] = checkField(id, state[id], RULES[id]);
+    if (message) errors[id] = message;
+    numbers[id] = value;
+  };
+  if (state.sampling === 'dataset') {
+    check('dataset_size');
+    check('batch_size');
+    if (!errors.batch_size && !errors.dataset_size && numbers.batch_size > numbers.dataset_size) {
+      errors.batch_size = 'batch size must be an integer from 1 to the dataset size (' +
+          numbers.dataset_size + ')';
+    }
+  } else {
+    check('sampling_rate');
+  }
+  if (state.length === 'epochs') check('epochs'); else check('steps');
+  if (state.mode === 'epsilon') check('noise_multiplier'); else check('target_epsilon');
+  check('delta');
+  if (!state.accountants.length) errors.accountants = 'choose at least one accountant';
+
+  const inputs = {delta: numbers.delta};
+  if (state.sampling === 'dataset') {
+    inputs.sampling_rate = numbers.batch_size / numbers.dataset_size;
+  } else {
+    inputs.sampling_rate = numbers.sampling_rate;
+  }
+  if (state.length === 'epochs') {
+    // Same rule as `dpkit epsilon --epochs`: steps = ceil(epochs / q).
+    inputs.epochs = numbers.epochs;
+    inputs.steps = stepsForEpochs(numbers.epochs, inputs.sampling_rate);
+    if (!errors.epochs && Number.isFinite(inputs.steps) &&
+        !(inputs.steps >= 1 && inputs.steps <= MAX_STEPS)) {
+      errors.epochs = `epochs must give 1 to 10^7 steps (epochs / q = ${formatNumber(
+          numbers.epochs / inputs.sampling_rate)})`;
+    }
+  } else {
+    inputs.steps = numbers.steps;
+  }
+  if (state.mode === 'epsilon') inputs.noise_multiplier = numbers.noise_multiplier;
+  else inputs.target_epsilon = numbers.target_epsilon;
+  return {ok: Object.keys(errors).length === 0, inputs, errors};
+}
+
+function stepsForEpochs(epochs, samplingRate) {
+  return Math.ceil(epochs / samplingRate);
+}
+
+function showErrors(errors) {
+  for (const id of Object.keys(RULES)) {
+    const input = document.getElementById(id);
+    const message = errors[id] || '';
+    input.setAttribute('aria-invalid', message ? 'true' : 'false');
+    input.closest('.field').querySelector('.error').textContent = message;
+  }
+  $('#accountants .error').textContent = errors.accountants || '';
+}
+
+function applyVisibility(state) {
+  for (const element of document.querySelectorAll('[data-when-sampling]')) {
+    element.hidden = element.dataset.whenSampling !== state.sampling;
+  }
+  for (const element of document.querySelectorAll('[data-when-length]')) {
+    element.hidden = element.dataset.whenLength !== state.length;
+  }
+  for (const element of document.querySelectorAll('[data-when-mode]')) {
+    element.hidden = element.dataset.whenMode !== state.mode;
+  }
+  document.body.classList.toggle('calibrate', state.mode === 'calibrate');
+  for (const name of ACCOUNTANTS) {
+    document.getElementById('card-' + name).hidden = !state.accountants.includes(name);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The WebAssembly core: one instance on the main thread, one in a Web Worker.
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = document.createElement('script');
+    script.src = src;
+    script.onload = resolve;
+    script.onerror = () => reject(new Error('could not load ' + src));
+    document.head.appendChild(script);
+  });
+}
+
+async function loadWasmBytes() {
+  if (location.protocol === 'http:' || location.protocol === 'https:') {
+    try {
+      const response = await fetch('calculator.wasm');
+      if (response.ok) return new Uint8Array(await response.arrayBuffer());
+    } catch (e) {
+      // Fall through to the base64 copy.
+    }
+  }
+  // file:// pages may not fetch(); wasm_data.js carries the same bytes as base64.
+  await loadScript('wasm_data.js');
+  const text = atob(self.DPKIT_WASM_BASE64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; ++i) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
+// Runs requests one at a time in a Web Worker; cancel() drops queued and running work by
+// restarting the worker (a running WebAssembly call cannot be interrupted otherwise).
+class CoreWorker {
+  constructor(wasmModule, source) {
+    this.wasmModule = wasmModule;
+    this.url = URL.createObjectURL(new Blob([source], {type: 'text/javascript'}));
+    this.pending = new Map();
+    this.nextId = 1;
+    this.start();
+  }
+
+  start() {
+    this.worker = new Worker(this.url);
+    this.worker.onmessage = (event) => {
+      const message = event.data;
+      if (message.type !== 'reply') return;
+      const entry = this.pending.get(message.id);
+      if (!entry) return;
+      this.pending.delete(message.id);
+      entry.resolve({reply: message.reply, milliseconds: message.milliseconds});
+    };
+    this.worker.onerror = (event) => {
+      const error = 'the Web Worker failed: ' + (event.message || 'unknown error');
+      for (const entry of this.pending.values()) entry.resolve({reply: {ok: false, error}});
+      this.pending.clear();
+    };
+    this.worker.postMessage({type: 'init', module: this.wasmModule});
+  }
+
+  call(request) {
+    return new Promise((resolve) => {
+      const id = this.nextId++;
+      this.pending.set(id, {resolve});
+      this.worker.postMessage({type: 'call', id, request});
+    });
+  }
+
+  cancel() {
+    if (!this.pending.size) return;
+    this.worker.terminate();
+    for (const entry of this.pending.values()) entry.resolve({cancelled: true});
+    this.pending.clear();
+    this.start();
+  }
+}
+
+const core = {
+  instance: null,
+  wasmModule: null,
+  worker: null,
+  available: [],  // accountants the compiled core offers ("version" op)
+
+  async init() {
+    const bytes = await loadWasmBytes();
+    stats.wasmBytes = bytes.length;
+    this.wasmModule = await WebAssembly.compile(bytes);
+    this.instance = await dpkitInstantiate(this.wasmModule);
+    const version = dpkitCall(this.instance, {op: 'version'});
+    this.available = version.ok ? version.result.accountants : [];
+    this.operations = version.ok ? (version.result.operations || []) : [];
+    try {
+      await loadScript('worker_bundle.js');
+      this.worker = new CoreWorker(this.wasmModule, self.DPKIT_WORKER_SOURCE);
+      stats.worker = 'web worker';
+    } catch (e) {
+      this.worker = null;  // Heavy requests then run on the main thread.
+      stats.worker = 'main thread (' + e.message + ')';
+    }
+  },
+
+  // Fast requests: synchronous, on the main thread.
+  callNow(request) {
+    const reply = dpkitCall(this.instance, request);
+    if (reply.fatal) {
+      // Replace a trapped instance; the next request gets a fresh one.
+      dpkitInstantiate(this.wasmModule).then((instance) => { this.instance = instance; });
+    }
+    return reply;
+  },
+
+  // Slow requests: in the worker. Resolves to {reply, milliseconds} or {cancelled: true}.
+  async callHeavy(request) {
+    if (!this.worker) {
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      const start = performance.now();
+      const reply = this.callNow(request);
+      return {reply, milliseconds: performance.now() - start};
+    }
+    return this.worker.call(request);
+  },
+
+  cancelHeavy() {
+    if (this.worker) this.worker.cancel();
+  },
+};
+
+// ---------------------------------------------------------------------------------------
+// Rendering results.
+
+function setValue(id, value, text) {
+  const element = document.getElementById(id);
+  element.classList.remove('busy', 'failed');
+  element.textContent = text !== undefined ? text : formatNumber(value);
+  if (Number.isFinite(value)) element.dataset.value = String(value);
+  else delete element.dataset.value;
+}
+
+function setBusy(id) {
+  const element = document.getElementById(id);
+  element.classList.add('busy');
+  element.classList.remove('failed');
+  element.textContent = '…';
+  delete element.dataset.value;
+}
+
+function setFailed(id, message) {
+  const element = document.getElementById(id);
+  element.classList.remove('busy');
+  element.classList.add('failed');
+  element.textContent = message;
+  delete element.dataset.value;
+}
+
+const CARD_FIELDS = {
+  pld: ['pld-noise-multiplier', 'pld-epsilon-upper', 'pld-epsilon-lower', 'pld-min-error'],
+  rdp: ['rdp-noise-multiplier', 'rdp-epsilon', 'rdp-order', 'rdp-min-error'],
+  gdp: ['gdp-noise-multiplier', 'gdp-mu', 'gdp-epsilon', 'gdp-min-error'],
+};
+
+function clearCard(name) {
+  for (const id of CARD_FIELDS[name]) setValue(id, NaN, '–');
+}
+
+function showSlot(name, slot) {
+  const [sigmaId, ...ids] = CARD_FIELDS[name];
+  if (!slot || slot.error) {
+    setFailed(ids[0], slot ? slot.error : 'not available');
+    for (const id of ids.slice(1)) setValue(id, NaN, '–');
+    return;
+  }
+  if (slot.noise_multiplier !== undefined) setValue(sigmaId, slot.noise_multiplier);
+  if (name === 'pld') {
+    setValue('pld-epsilon-upper', slot.epsilon_upper);
+    setValue('pld-epsilon-lower', slot.epsilon_lower);
+  } else if (name === 'rdp') {
+    setValue('rdp-epsilon', slot.epsilon);
+    setValue('rdp-order', slot.order);
+  } else {
+    setValue('gdp-mu', slot.mu);
+    setValue('gdp-epsilon', slot.epsilon);
+  }
+  if (slot.min_error !== undefined) {
+    setValue(name + '-min-error', slot.min_error, formatPercent(slot.min_error));
+  }
+}
+
+// The epsilon of an accountant's slot that bounds (or approximates) the privacy loss.
+function slotEpsilon(name, slot) {
+  if (!slot || slot.error) return NaN;
+  return name === 'pld' ? slot.epsilon_upper : slot.epsilon;
+}
+
+function drawEpsilonPlot(view) {
+  const series = [];
+  for (const name of view.accountants) {
+    const points = view.grid.map((g, i) => [g.x, slotEpsilon(name, view.curve[i][name])]);
+    series.push({name: LABELS[name], points, color: COLORS[name],
+                 dashed: name === 'gdp', markers: true});
+    if (name === 'pld') {
+      const lower = view.grid.map((g, i) => {
+        const slot = view.curve[i].pld;
+        return [g.x, slot && !slot.error ? slot.epsilon_lower : NaN];
+      });
+      series.push({name: LABELS.pld_lower, points: lower, color: COLORS.pld_lower,
+                   dashed: true});
+    }
+  }
+  drawLineChart($('#plot-epsilon'), {
+    title: 'epsilon against training length',
+    xLabel: view.lengthMode === 'epochs' ? 'epochs' : 'steps T',
+    yLabel: `ε at δ = ${formatNumber(view.inputs.delta)}`,
+    xDomain: [0, view.grid[view.grid.length - 1].x],
+    series,
+  });
+  $('#plot-epsilon-caption').textContent = `ε against training length for each accountant, ` +
+      `at σ = ${formatNumber(view.sigma)}, q = ${formatNumber(view.inputs.sampling_rate)}, ` +
+      `δ = ${formatNumber(view.inputs.delta)}. The marked column of the table is your input.`;
+}
+
+function drawEpsilonTable(view) {
+  const table = $('#table-epsilon');
+  const headers = [view.lengthMode === 'epochs' ? 'epochs' : 'steps T', 'steps'];
+  for (const name of view.accountants) {
+    if (name === 'pld') headers.push('PLD ε upper', 'PLD ε lower');
+    if (name === 'rdp') headers.push('RDP ε', 'RDP order');
+    if (name === 'gdp') headers.push('GDP μ', 'GDP-CLT ε (approx.)');
+  }
+  table.tHead.innerHTML = '<tr>' + headers.map((h) => `<th>${h}</th>`).join('') + '</tr>';
+  const rows = view.grid.map((g, i) => {
+    const cells = [formatNumber(g.x), String(g.steps)];
+    for (const name of view.accountants) {
+      const slot = view.curve[i][name];
+      const pair = !slot ? ['…', '…'] : slot.error ? ['error', ''] :
+          name === 'pld' ? [formatNumber(slot.epsilon_upper), formatNumber(slot.epsilon_lower)] :
+          name === 'rdp' ? [formatNumber(slot.epsilon), formatNumber(slot.order)] :
+          [formatNumber(slot.mu), formatNumber(slot.epsilon)];
+      cells.push(...pair);
+    }
+    const current = g.current ? ' class="current"' : '';
+    return `<tr${current}>` + cells.map((c) => `<td>${c}</td>`).join('') + '</tr>';
+  });
+  table.tBodies[0].innerHTML = rows.join('');
+}
+
+// Tradeoff curves of the current result: G_mu (CLT) and f_{eps,delta} for each accountant's eps.
+function drawTradeoff(view) {
+  const curves = [];
+  const gdpSlot = view.result.gdp;
+  const mu = gdpSlot && !gdpSlot.error ? gdpSlot.mu : NaN;
+  const alphas = [];
+  for (let i = 0; i <= 200; ++i) alphas.push(i / 200);
+  // Fine near alpha = 0, where the curves are steep.
+  for (const a of [1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 5e-3]) alphas.push(a);
+  alphas.sort((a, b) => a - b);
+  const request = (epsilon, points) => core.callNow({op: 'tradeoff', mu: Number.isFinite(mu) ? mu : 0,
+      epsilon: Number.isFinite(epsilon) ? epsilon : 0, delta: view.inputs.delta, alphas: points});
+  for (const name of ['pld', 'rdp']) {
+    const epsilon = slotEpsilon(name, view.result[name]);
+    if (!view.accountants.includes(name) || !Number.isFinite(epsilon)) continue;
+    const plot = request(epsilon, alphas);
+    const table = request(epsilon, TABLE_ALPHAS);
+    if (!plot.ok || !table.ok) continue;
+    curves.push({name: `(ε, δ) from ${name.toUpperCase()}, ε = ${formatNumber(epsilon, 4)}`,
+                 color: COLORS[name], values: plot.result.approx_dp,
+                 tableValues: table.result.approx_dp});
+  }
+  if (view.accountants.includes('gdp') && Number.isFinite(mu)) {
+    const plot = request(0, alphas);
+    const table = request(0, TABLE_ALPHAS);
+    if (plot.ok && table.ok) {
+      curves.push({name: `G_μ, μ = ${formatNumber(mu, 4)} (CLT, approx.)`, color: COLORS.gdp,
+                   dashed: true, values: plot.result.gdp, tableValues: table.result.gdp});
+    }
+  }
+  const series = curves.map((c) => ({name: c.name, color: c.color, dashed: c.dashed,
+      points: alphas.map((a, i) => [a, c.values[i]])}));
+  series.push({name: 'no privacy: β = 0 … perfect: β = 1 − α', color: '#c8ced8', dashed: true,
+               points: [[0, 1], [1, 0]]});
+  drawLineChart($('#plot-tradeoff'), {
+    title: 'tradeoff curves', xLabel: 'type I error α', yLabel: 'type II error β',
+    xDomain: [0, 1], yDomain: [0, 1], legend: 'top-right', series,
+  });
+  const table = $('#table-tradeoff');
+  table.tHead.innerHTML = '<tr><th>α</th>' + curves.map((c) => `<th>${c.name}</th>`).join('') +
+      '</tr>';
+  table.tBodies[0].innerHTML = TABLE_ALPHAS.map((a, i) => '<tr><td>' + a + '</td>' +
+      curves.map((c) => `<td>${formatNumber(c.tableValues[i], 4)}</td>`).join('') + '</tr>')
+      .join('');
+}
+
+// ---------------------------------------------------------------------------------------
+// The update cycle.
+
+let generation = 0;
+let pendingJobs = 0;
+
+function setPending(delta) {
+  pendingJobs += delta;
+  document.body.dataset.pending = String(pendingJobs);
+}
+
+function epsilonRequest(inputs, sigma, steps, accountants) {
+  return {op: 'epsilon', sampling_rate: inputs.sampling_rate, noise_multiplier: sigma,
+          steps, delta: inputs.delta, accountants};
+}
+
+// Training lengths of the epsilon plot: 12 points, the user's input at the 8th.
+function lengthGrid(inputs, lengthMode) {
+  const grid = [];
+  for (let i = 1; i <= 12; ++i) {
+    if (lengthMode === 'epochs') {
+      const epochs = inputs.epochs * i / 8;
+      grid.push({x: epochs, steps: Math.max(1, stepsForEpochs(epochs, inputs.sampling_rate)),
+                 current: i === 8});
+    } else {
+      const steps = Math.max(1, Math.round(inputs.steps * i / 8));
+      grid.push({x: steps, steps: i === 8 ? inputs.steps : steps, current: i === 8});
+    }
+  }
+  return grid.filter((g) => g.steps <= MAX_STEPS);
+}
+
+function markFirstResult() {
+  if (stats.firstResultMs === null) {
+    stats.firstResultMs = performance.now() - stats.loadStart;
+    document.body.dataset.firstResult = 'yes';
+  }
+}
+
+function updateTiming() {
+  const parts = [];
+  if (stats.firstResultMs !== null) {
+    parts.push(`First result ${stats.firstResultMs.toFixed(0)} ms after load.`);
+  }
+  if (stats.pldMs.length) {
+    parts.push(`Last PLD ε: ${stats.pldMs[stats.pldMs.length - 1].toFixed(0)} ms (${stats.worker}).`);
+  }
+  parts.push(`WebAssembly module: ${(stats.wasmBytes / 1024).toFixed(0)} KiB.`);
+  $('#timing').textContent = parts.join(' ');
+}
+
+async function update() {
+  const state = readState();
+  applyVisibility(state);
+  writeUrl(state);
+  const {ok, inputs, errors} = validate(state);
+  showErrors(errors);
+  generation += 1;
+  const myGeneration = generation;
+  core.cancelHeavy();
+  if (!ok) {
+    $('#summary').textContent = 'Fix the marked fields; nothing is computed from invalid input.';
+    $('#summary').classList.add('bad');
+    return;
+  }
+  $('#summary').classList.remove('bad');
+  const accountants = state.accountants.filter((a) => core.available.includes(a));
+  const unavailable = state.accountants.filter((a) => !core.available.includes(a));
+  for (const name of unavailable) {
+    clearCard(name);
+    setFailed(CARD_FIELDS[name][1], 'this accountant is not in this build of the core');
+  }
+  const stale = () => myGeneration !== generation;
+
+  setPending(+1);
+  try {
+    let sigma = inputs.noise_multiplier;
+    const result = {};
+    if (state.mode === 'calibrate') {
+      for (const name of accountants) {
+        clearCard(name);
+        setBusy(CARD_FIELDS[name][0]);
+      }
+      $('#summary').textContent = `Calibrating σ for ε = ${formatNumber(inputs.target_epsilon)}` +
+          ` at δ = ${formatNumber(inputs.delta)}, q = ${formatNumber(inputs.sampling_rate)}, ` +
+          `T = ${inputs.steps} steps…`;
+      for (const name of accountants) {
+        const {reply, cancelled} = await core.callHeavy({op: 'calibrate',
+            target_epsilon: inputs.target_epsilon, delta: inputs.delta,
+            sampling_rate: inputs.sampling_rate, steps: inputs.steps, accountant: name});
+        if (cancelled || stale()) return;
+        const slot = reply.ok ? reply.result : {error: reply.error};
+        result[name] = slot;
+        if (slot.error) {
+          setFailed(CARD_FIELDS[name][0], slot.error);
+        } else {
+          setValue(CARD_FIELDS[name][0], slot.noise_multiplier);
+          // The epsilon the calibrated sigma achieves, with the accountant's other outputs.
+          const check = await core.callHeavy(epsilonRequest(inputs, slot.noise_multiplier,
+              inputs.steps, [name]));
+          if (check.cancelled || stale()) return;
+          if (check.reply.ok) {
+            result[name] = Object.assign({}, check.reply.result[name],
+                {noise_multiplier: slot.noise_multiplier});
+          }
+          showSlot(name, result[name]);
+        }
+        markFirstResult();
+      }
+      const first = accountants.find((a) => result[a] && !result[a].error);
+      if (!first) {
+        $('#summary').textContent = 'No accountant could calibrate σ for this target.';
+        $('#summary').classList.add('bad');
+        return;
+      }
+      sigma = result[first].noise_multiplier;
+      $('#summary').textContent = `Smallest σ for ε ≤ ${formatNumber(inputs.target_epsilon)} ` +
+          `at δ = ${formatNumber(inputs.delta)}: ${formatNumber(sigma)} by ` +
+          `${first.toUpperCase()} (q = ${formatNumber(inputs.sampling_rate)}, ` +
+          `T = ${inputs.steps} steps). Plots use this σ.`;
+    } else {
+      $('#summary').textContent = `q = ${formatNumber(inputs.sampling_rate)}, ` +
+          `T = ${inputs.steps} steps, σ = ${formatNumber(sigma)}, ` +
+          `δ = ${formatNumber(inputs.delta)}.`;
+      const fast = accountants.filter((a) => a !== 'pld');
+      if (fast.length) {
+        const reply = core.callNow(epsilonRequest(inputs, sigma, inputs.steps, fast));
+        for (const name of fast) {
+          result[name] = reply.ok ? reply.result[name] : {error: reply.error};
+          showSlot(name, result[name]);
+        }
+        markFirstResult();
+      }
+      if (accountants.includes('pld')) {
+        for (const id of CARD_FIELDS.pld.slice(1)) setBusy(id);
+        const {reply, milliseconds, cancelled} =
+            await core.callHeavy(epsilonRequest(inputs, sigma, inputs.steps, ['pld']));
+        if (cancelled || stale()) return;
+        result.pld = reply.ok ? reply.result.pld : {error: reply.error};
+        if (reply.ok && !result.pld.error) stats.pldMs.push(milliseconds);
+        showSlot('pld', result.pld);
+        markFirstResult();
+      }
+    }
+    updateTiming();
+
+    // Plots and tables: the fast accountants at once, PLD point by point in the worker.
+    const view = {inputs, sigma, accountants, result, lengthMode: state.length,
+                  grid: lengthGrid(inputs, state.length)};
+    view.curve = view.grid.map(() => ({}));
+    const fast = accountants.filter((a) => a !== 'pld');
+    view.grid.forEach((g, i) => {
+      if (g.current) {
+        Object.assign(view.curve[i], result);
+        return;
+      }
+      if (!fast.length) return;
+      const reply = core.callNow(epsilonRequest(inputs, sigma, g.steps, fast));
+      for (const name of fast) view.curve[i][name] = reply.ok ? reply.result[name] : {error: reply.error};
+    });
+    drawTradeoff(view);
+    drawEpsilonPlot(view);
+    drawEpsilonTable(view);
+    if (accountants.includes('pld')) {
+      for (let i = 0; i < view.grid.length; ++i) {
+        if (view.grid[i].current) continue;
+        const {reply, cancelled} = await core.callHeavy(
+            epsilonRequest(inputs, sigma, view.grid[i].steps, ['pld']));
+        if (cancelled || stale()) return;
+        view.curve[i].pld = reply.ok ? reply.result.pld : {error: reply.error};
+        drawEpsilonPlot(view);
+        drawEpsilonTable(view);
+      }
+    }
+    document.body.dataset.done = String(myGeneration);
+  } finally {
+    setPending(-1);
+  }
+}
+
+// Re-computes shortly after the last keystroke; radio buttons and checkboxes update at once.
+let debounceTimer = null;
+function scheduleUpdate(delayMs) {
+  clearTimeout(debounceTimer);
+  debounceTimer = setTimeout(update, delayMs);
+}
+
+async function main() {
+  readUrl();
+  applyVisibility(readState());
+  document.body.dataset.pending = '0';
+  try {
+    await core.init();
+  } catch (e) {
+    $('#summary').textContent = 'Could not start the WebAssembly accounting core: ' + e.message;
+    $('#summary').classList.add('bad');
+    return;
+  }
+  $('#form').addEventListener('input', (event) => {
+    scheduleUpdate(['radio', 'checkbox'].includes(event.target.type) ? 0 : 120);
+  });
+  $('#form').addEventListener('submit', (event) => event.preventDefault());
+  window.addEventListener('hashchange', () => {
+    readUrl();
+    scheduleUpdate(0);
+  });
+  document.body.dataset.ready = 'yes';
+  await update();
+}
+
+main();
