@@ -48,20 +48,25 @@ long double LogOptimalPureDelta(long double epsilon, int64_t count,
   const long double k = static_cast<long double>(count);
   // log(1 + e^eps) = eps + log1p(e^-eps), stable for every eps >= 0.
   const long double log_normaliser = k * (epsilon + std::log1p(std::exp(-epsilon)));
-  std::vector<long double> logs;
+  // Streaming log-sum-exp (no O(k) buffer): `sum` is scaled by e^-top.
+  long double top = -std::numeric_limits<long double>::infinity();
+  long double sum = 0;
   for (int64_t l = 0; 2 * l < count; ++l) {
     const long double gap = (k - 2.0L * l) * epsilon - total_epsilon;
     if (!(gap > 0)) break;  // gap decreases in l
     const long double log_binomial =
         std::lgamma(k + 1) - std::lgamma(l + 1.0L) - std::lgamma(k - l + 1);
     // e^{(k-l)eps} - e^{eps' + l eps} = e^{(k-l)eps} (1 - e^{-gap}).
-    logs.push_back(log_binomial + (k - l) * epsilon + std::log(-std::expm1(-gap)) -
-                   log_normaliser);
+    const long double term = log_binomial + (k - l) * epsilon +
+                             std::log(-std::expm1(-gap)) - log_normaliser;
+    if (term > top) {
+      sum = sum * std::exp(top - term) + 1;
+      top = term;
+    } else {
+      sum += std::exp(term - top);
+    }
   }
-  if (logs.empty()) return -std::numeric_limits<long double>::infinity();
-  const long double top = *std::max_element(logs.begin(), logs.end());
-  long double sum = 0;
-  for (long double x : logs) sum += std::exp(x - top);
+  if (sum == 0) return -std::numeric_limits<long double>::infinity();
   return top + std::log(sum);
 }
 

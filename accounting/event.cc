@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "accounting/internal/format.h"
+#include "accounting/internal/json_parse.h"
 
 namespace dpkit::accounting {
 
+using internal::DumpForMessage;
 using internal::FormatDouble;
 using nlohmann::json;
 
@@ -223,13 +225,6 @@ std::string Event::ToJsonString() const { return ToJson().dump(); }
 
 namespace {
 
-// JSON text for an error message; never throws on invalid UTF-8.
-std::string Dump(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
-
 // Checks that `object` has exactly the keys `type` and `fields`.
 Result<void> CheckFields(const json& object, const std::string& type,
                          const std::set<std::string>& fields) {
@@ -250,7 +245,7 @@ Result<double> GetDouble(const json& object, const char* field) {
   const json& value = object.at(field);
   if (!value.is_number()) {
     return Error{std::string("event field \"") + field + "\" must be a number, got " +
-                 Dump(value)};
+                 DumpForMessage(value)};
   }
   return value.get<double>();
 }
@@ -261,42 +256,14 @@ Result<int64_t> GetInt(const json& object, const char* field) {
     const uint64_t u = value.get<uint64_t>();
     if (u > static_cast<uint64_t>(INT64_MAX)) {
       return Error{std::string("event field \"") + field + "\" must be at most " +
-                   std::to_string(INT64_MAX) + ", got " + Dump(value)};
+                   std::to_string(INT64_MAX) + ", got " + DumpForMessage(value)};
     }
     return static_cast<int64_t>(u);
   }
   if (value.is_number_integer()) return value.get<int64_t>();
   return Error{std::string("event field \"") + field + "\" must be an integer, got " +
-               Dump(value)};
+               DumpForMessage(value)};
 }
-
-// Builds a json value like nlohmann's DOM parser but records a parse error instead of
-// throwing it.
-struct ErrorCapturingSax {
-  json value;
-  nlohmann::detail::json_sax_dom_parser<json> dom{value, /*allow_exceptions_=*/false};
-  std::string error;
-
-  bool null() { return dom.null(); }
-  bool boolean(bool b) { return dom.boolean(b); }
-  bool number_integer(json::number_integer_t v) { return dom.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return dom.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const json::string_t& s) {
-    return dom.number_float(v, s);
-  }
-  bool string(json::string_t& s) { return dom.string(s); }
-  bool binary(json::binary_t& b) { return dom.binary(b); }
-  bool start_object(std::size_t n) { return dom.start_object(n); }
-  bool key(json::string_t& k) { return dom.key(k); }
-  bool end_object() { return dom.end_object(); }
-  bool start_array(std::size_t n) { return dom.start_array(n); }
-  bool end_array() { return dom.end_array(); }
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& ex) {
-    error = ex.what();
-    return false;
-  }
-};
 
 }  // namespace
 
@@ -307,10 +274,10 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
     return Error{"event nesting must be at most " + std::to_string(kMaxEventDepth) +
                  " levels deep"};
   }
-  if (!in.is_object()) return Error{"event must be a JSON object, got " + Dump(in)};
+  if (!in.is_object()) return Error{"event must be a JSON object, got " + DumpForMessage(in)};
   if (!in.contains("type")) return Error{"event is missing field \"type\""};
   if (!in.at("type").is_string()) {
-    return Error{"event field \"type\" must be a string, got " + Dump(in.at("type"))};
+    return Error{"event field \"type\" must be a string, got " + DumpForMessage(in.at("type"))};
   }
   const std::string type = in.at("type").get<std::string>();
   if (type == "gaussian") {
@@ -369,7 +336,7 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
     DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"events"}));
     const json& events = in.at("events");
     if (!events.is_array()) {
-      return Error{"event field \"events\" must be an array, got " + Dump(events)};
+      return Error{"event field \"events\" must be an array, got " + DumpForMessage(events)};
     }
     std::vector<Event> children;
     children.reserve(events.size());
@@ -386,14 +353,9 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
 }
 
 Result<Event> Event::FromJsonString(std::string_view text) {
-  // A SAX parse that builds the DOM without throwing (accounting/ also compiles with
-  // exceptions disabled for WebAssembly) and keeps nlohmann's message with its position.
-  ErrorCapturingSax sax;
-  const bool parsed = json::sax_parse(text.begin(), text.end(), &sax);
-  if (!parsed || !sax.error.empty()) {
-    return Error{"event is not valid JSON: " + sax.error};
-  }
-  return FromJson(sax.value);
+  Result<json> parsed = internal::ParseJson(text);
+  if (!parsed.ok()) return Error{"event is not valid JSON: " + parsed.error()};
+  return FromJson(*parsed);
 }
 
 Result<Event> DpSgdEvent(double sampling_rate, double noise_multiplier, int64_t steps) {

@@ -131,7 +131,7 @@ double GaussianTradeoff(double mu, double alpha) {
   // Phi^{-1}(1 - alpha) = sqrt(2) erfc^{-1}(2 alpha), exact also for tiny alpha.
   const long double quantile =
       kSqrt2 * boost::math::erfc_inv(2.0L * alpha, NoThrowPolicy());
-  // Dong, Roth, Su 2019, Def. 2.7: G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu).
+  // Dong, Roth, Su 2019, Sec. 2: G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu).
   return static_cast<double>(NormalCdf(quantile - mu));
 }
 

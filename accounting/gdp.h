@@ -26,20 +26,21 @@ namespace dpkit::accounting {
 
 // Tradeoff function of mu-GDP: G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu), the
 // smallest type II error of a level-alpha test of N(0,1) vs N(mu,1)
-// (Dong, Roth, Su 2019, Def. 2.7; Bu et al. 2020, Sec. 2). Requires mu >= 0 finite
+// (Dong, Roth, Su 2019, Sec. 2; Bu et al. 2020, Sec. 2). Requires mu >= 0 finite
 // and alpha in [0, 1]; returns NaN otherwise (a pure function for plotting; the CLI
 // validates before calling).
 double GaussianTradeoff(double mu, double alpha);
 
 // Tradeoff function of (epsilon, delta)-DP:
 // f_{eps,delta}(alpha) = max{0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)}
-// (Bu et al. 2020, eq. 2.1; Dong, Roth, Su 2019, Sec. 2.3). Requires eps >= 0,
+// (Bu et al. 2020, eq. 2.1; Dong, Roth, Su 2019, Sec. 2). Requires eps >= 0,
 // delta in [0,1], alpha in [0,1]; returns NaN otherwise.
 double ApproxDpTradeoff(double epsilon, double delta, double alpha);
 
 // delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2): the smallest
 // delta such that a mu-GDP mechanism is (eps, delta)-DP (Bu et al. 2020, eq. 3.2;
-// Dong, Roth, Su 2019, Cor. 2.13). mu finite > 0, eps finite >= 0.
+// Dong, Roth, Su 2019, Cor. 2.13 of the arXiv version = Corollary 1 of the JRSS-B
+// version). mu finite > 0, eps finite >= 0.
 Result<double> GdpDelta(double mu, double epsilon);
 
 // Natural logarithm of GdpDelta, accurate where delta underflows a double.

@@ -202,7 +202,7 @@ TEST(GaussianTradeoffTest, ZeroMuIsRandomGuessing) {
 }
 
 TEST(GaussianTradeoffTest, IsSymmetric) {
-  // G_mu is symmetric (Dong, Roth, Su 2019, Sec. 2.4): G_mu(G_mu(alpha)) = alpha.
+  // G_mu is symmetric (Dong, Roth, Su 2019, Sec. 2): G_mu(G_mu(alpha)) = alpha.
   for (double mu : {0.5, 1.0, 3.0}) {
     for (double alpha = 0.01; alpha < 1; alpha += 0.07) {
       EXPECT_NEAR(GaussianTradeoff(mu, GaussianTradeoff(mu, alpha)), alpha, 1e-12);
@@ -212,7 +212,8 @@ TEST(GaussianTradeoffTest, IsSymmetric) {
 
 TEST(GaussianTradeoffTest, ItsSupportingLinesGiveTheGdpDelta) {
   // (eps, delta)-DP holds iff f >= f_{eps,delta}; the least delta is
-  // sup_alpha (1 - G_mu(alpha) - e^eps alpha) (Dong, Roth, Su 2019, Prop. 2.12).
+  // sup_alpha (1 - G_mu(alpha) - e^eps alpha) (the primal-dual relation of
+  // Dong, Roth, Su 2019, Sec. 2).
   // Maximise over a fine alpha grid (log-spaced, 20000 points per decade from
   // 1e-12): the supremum is smooth, so the grid error is ~(grid step)^2 ~ 1e-8.
   for (double mu : {0.5, 1.0, 2.0}) {

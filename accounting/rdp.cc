@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -181,10 +182,6 @@ Error OrderTooLarge(double order) {
                FormatDouble(order)};
 }
 
-// Rényi divergence is nondecreasing in the order (van Erven & Harremoës 2014, Thm. 3),
-// so an upper bound at an integer order ⌈α⌉ bounds every order in (⌈α⌉ − 1, ⌈α⌉].
-double CeilOrder(double order) { return std::max(2.0, std::ceil(order)); }
-
 // Largest RDP order ε(∞) (the pure-DP ε) of an event, +inf when not bounded.
 double RdpAtInfinity(const Event& event) {
   switch (event.kind()) {
@@ -208,7 +205,9 @@ double RdpAtInfinity(const Event& event) {
 // γ = m/n without replacement, with ε(·) the inner mechanism's RDP,
 //   ε'(α) <= 1/(α−1) log(1 + γ² C(α,2) min{4(e^{ε(2)} − 1), e^{ε(2)} min{2, (e^{ε(∞)} − 1)²}}
 //                         + Σ_{j=3}^{α} γ^j C(α,j) e^{(j−1)ε(j)} min{2, (e^{ε(∞)} − 1)^j}).
-// Fractional α use ⌈α⌉ (see CeilOrder).
+// Fractional α: the cumulant (α−1)ε'(α) is convex in α (WBK 2019, Cor. 10; van Erven &
+// Harremoës 2014), and 0 at α = 1, so it is at most the linear interpolation of the
+// bounds at ⌊α⌋ and ⌈α⌉.
 Result<std::vector<double>> RdpSampledWithoutReplacement(const Event& event,
                                                          const std::vector<double>& orders,
                                                          int64_t max_terms) {
@@ -220,7 +219,7 @@ Result<std::vector<double>> RdpSampledWithoutReplacement(const Event& event,
   double max_order = 2;
   for (double order : orders) {
     if (order > kMaxSampledRdpOrder) return OrderTooLarge(order);
-    max_order = std::max(max_order, CeilOrder(order));
+    max_order = std::max(max_order, std::ceil(order));
   }
   std::vector<double> integer_orders;
   for (double a = 2; a <= max_order; ++a) integer_orders.push_back(a);
@@ -234,12 +233,14 @@ Result<std::vector<double>> RdpSampledWithoutReplacement(const Event& event,
   const double log_gamma = std::log(static_cast<double>(event.sample_size())) -
                            std::log(static_cast<double>(event.population()));
 
-  std::vector<double> out(orders.size());
-  for (size_t o = 0; o < orders.size(); ++o) {
-    const int64_t alpha = static_cast<int64_t>(CeilOrder(orders[o]));
+  // Upper bound on the cumulant (α−1)ε'(α) at integer α >= 1, memoised.
+  std::map<int64_t, double> cumulant_cache;
+  const auto cumulant = [&](int64_t alpha) -> double {
+    if (alpha == 1) return 0.0;
+    const auto cached = cumulant_cache.find(alpha);
+    if (cached != cumulant_cache.end()) return cached->second;
     const double a = static_cast<double>(alpha);
-    // j = 2 term.
-    double log_binom = std::log(a) + std::log(a - 1) - std::log(2.0);
+    double log_binom = std::log(a) + std::log(a - 1) - std::log(2.0);  // log C(α, 2)
     double log_j2 = std::log(4.0) + (eps(2) == kInf ? kInf : LogExpm1(std::max(eps(2), 1e-300)));
     log_j2 = std::min(log_j2, eps(2) + log_min_two(2));
     double log_sum = 2 * log_gamma + log_binom + log_j2;
@@ -248,9 +249,29 @@ Result<std::vector<double>> RdpSampledWithoutReplacement(const Event& event,
       log_binom += std::log(a - jd + 1) - std::log(jd);
       log_sum = LogAdd(log_sum, jd * log_gamma + log_binom + (jd - 1) * eps(j) + log_min_two(jd));
     }
-    const double bound = LogAdd(0.0, log_sum) / (a - 1);
+    double bound = LogAdd(0.0, log_sum);
     // The subsampled mechanism is never worse than the mechanism itself.
-    out[o] = std::isnan(bound) ? (*inner_at_orders)[o] : std::min(bound, (*inner_at_orders)[o]);
+    const double unsampled = (a - 1) * eps(alpha);
+    bound = std::isnan(bound) ? unsampled : std::min(bound, unsampled);
+    cumulant_cache[alpha] = bound;
+    return bound;
+  };
+
+  std::vector<double> out(orders.size());
+  for (size_t o = 0; o < orders.size(); ++o) {
+    const double order = orders[o];
+    const double lower = std::floor(order);
+    double bound;
+    if (lower == order) {
+      bound = cumulant(static_cast<int64_t>(order)) / (order - 1);
+    } else {
+      const double t = order - lower;
+      const double low = cumulant(static_cast<int64_t>(lower));
+      const double high = cumulant(static_cast<int64_t>(lower) + 1);
+      bound = ((1 - t) * low + t * high) / (order - 1);
+      if (std::isnan(bound)) bound = kInf;  // 0·inf cannot occur (t in (0,1)); defensive
+    }
+    out[o] = std::min(bound, (*inner_at_orders)[o]);
   }
   return out;
 }

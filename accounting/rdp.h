@@ -10,7 +10,12 @@
 // known, otherwise a cited upper bound), computed in log space so that orders up to
 // 10^5 do not overflow and sampling rates down to 1e-12 keep full relative precision.
 // +inf is a valid (trivial) upper bound and is returned where no finite bound is known;
-// each function documents when.
+// each function documents when. Floating-point rounding is the only further error: below
+// ~1e-10 relative in the tests against 50-digit and quadrature references.
+//
+// Neighbouring relations follow the papers: the Poisson-subsampled Gaussian bound is for
+// adding or removing one record (Mironov, Talwar, Zhang 2019), the without-replacement
+// bound for replacing one (Wang, Balle, Kasiviswanathan 2019), as in TF Privacy.
 #ifndef DPKIT_ACCOUNTING_RDP_H_
 #define DPKIT_ACCOUNTING_RDP_H_
 
@@ -37,7 +42,8 @@ std::vector<double> TfPrivacyOrders();
 // RDP at each order of an event tree. Supported: Gaussian (exact, α/(2σ²)), Laplace
 // (exact), PureDp (exact worst case), PoissonSampled(q, Gaussian) (exact), PoissonSampled
 // with q = 1 over anything supported, SampledWithoutReplacement over any supported event
-// (Wang, Balle, Kasiviswanathan 2019 Thm. 9 upper bound), SelfComposed (count × inner),
+// (Wang, Balle, Kasiviswanathan 2019 Thm. 9 upper bound at integer orders, interpolated
+// in the cumulant at fractional ones, their Cor. 10), SelfComposed (count × inner),
 // Composed (sum). ApproxDp events, and Poisson sampling with q < 1 of anything but a
 // Gaussian, are errors (no RDP bound is known to dpkit for them).
 // Orders must be finite and > 1. At a fractional order whose Poisson-subsampled

@@ -165,6 +165,21 @@ TEST(RdpTest, HugeOrdersDoNotOverflow) {
   EXPECT_TRUE(std::isfinite(Rdp(1e-6, 0.1, 2e4)));
 }
 
+// The fractional-order series (Sec. 3.3) and the integer-order sum (Sec. 3.2) are
+// separate code paths; just above an integer they must agree. ε(α) is smooth in α with
+// slope below 10 here, so a shift of 1e-9 in the order moves it by < 1e-8.
+TEST(RdpTest, FractionalSeriesAgreesWithIntegerSumJustAboveAnInteger) {
+  for (double q : {1e-4, 0.01, 0.3}) {
+    for (double sigma : {0.7, 1.5}) {
+      for (double alpha : {2.0, 3.0, 10.0}) {
+        const double integer = Rdp(q, sigma, alpha);
+        EXPECT_NEAR(Rdp(q, sigma, alpha + 1e-9), integer, 1e-8 + 1e-9 * integer)
+            << "q=" << q << " sigma=" << sigma << " alpha=" << alpha;
+      }
+    }
+  }
+}
+
 TEST(RdpTest, FractionalValuesLieBetweenNeighbouringIntegers) {
   // Rényi divergence is nondecreasing in the order.
   for (double q : {0.001, 0.1}) {
@@ -413,9 +428,18 @@ TEST(RdpTest, SamplingWithoutReplacementMatchesTheoremNine) {
       EXPECT_NEAR(ComputeRdp(e, {static_cast<double>(alpha)}).value()[0], expected,
                   1e-12 * expected)
           << "sigma=" << sigma << " alpha=" << alpha;
-      // A fractional order uses the next integer (monotonicity in the order).
-      EXPECT_EQ(ComputeRdp(e, {alpha - 0.5}).value()[0],
-                ComputeRdp(e, {static_cast<double>(alpha)}).value()[0]);
+      // A fractional order interpolates the cumulant (α−1)ε(α) between the neighbouring
+      // integers (WBK 2019, Cor. 10), with (α−1)ε(α) = 0 at α = 1.
+      const double low_order = alpha - 1;
+      const double low = low_order == 1 ? 0.0
+                                        : (low_order - 1) * std::min(
+                                              WithoutReplacementReference(0.01, sigma, alpha - 1),
+                                              low_order / (2 * sigma * sigma));
+      const double interpolated = (0.5 * low + 0.5 * (alpha - 1) * expected) / (alpha - 1.5);
+      const double fractional = ComputeRdp(e, {alpha - 0.5}).value()[0];
+      EXPECT_NEAR(fractional, std::min(interpolated, (alpha - 0.5) / (2 * sigma * sigma)),
+                  1e-12 * fractional);
+      EXPECT_LE(fractional, expected * (1 + 1e-12));  // and never above the next integer
     }
   }
 }

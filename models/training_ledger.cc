@@ -1,18 +1,16 @@
 #include "models/training_ledger.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <memory>
+#include <variant>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "accounting/gdp.h"
+#include "accounting/ledger.h"
 #include "accounting/rdp.h"
 
 namespace dpkit::models {
@@ -22,161 +20,46 @@ absl::Status FromResult(const std::string& what, const std::string& error) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", error));
 }
 
-// Collapsed noise multiplier of several sum queries on one sample (McMahan et al. 2018,
-// eq. (1)): z = (sum_g (C_g / s_g)^2)^(-1/2).
-absl::StatusOr<double> Collapse(const std::vector<LedgerQuery>& queries) {
-  double sum = 0;
-  for (const LedgerQuery& q : queries) {
-    if (!(q.clip_norm > 0 && std::isfinite(q.clip_norm)) ||
-        !(q.noise_stddev > 0 && std::isfinite(q.noise_stddev))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "clip_norm and noise_stddev must be finite and > 0, got ", q.clip_norm, ", ",
-          q.noise_stddev));
-    }
-    double r = q.clip_norm / q.noise_stddev;
-    sum += r * r;
-  }
-  if (queries.empty()) return absl::InvalidArgumentError("a sample line needs queries");
-  return 1.0 / std::sqrt(sum);
-}
-
 }  // namespace
 
 absl::StatusOr<TrainingLedger> TrainingLedger::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open ledger ", path, ": ", std::strerror(errno)));
-  }
-  return TrainingLedger(fd);
+  auto writer = accounting::LedgerWriter::Open(path);
+  if (!writer.ok()) return absl::NotFoundError(writer.error());
+  return TrainingLedger(std::make_unique<accounting::LedgerWriter>(std::move(*writer)));
 }
 
-TrainingLedger::TrainingLedger(TrainingLedger&& other) noexcept : fd_(other.fd_) {
-  other.fd_ = -1;
-}
-TrainingLedger& TrainingLedger::operator=(TrainingLedger&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-TrainingLedger::~TrainingLedger() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-absl::Status TrainingLedger::AppendLine(const std::string& line) {
-  std::string data = line + "\n";
-  ssize_t written = ::write(fd_, data.data(), data.size());
-  if (written != static_cast<ssize_t>(data.size()) || ::fsync(fd_) != 0) {
-    return absl::InternalError(absl::StrCat("ledger write failed: ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
+TrainingLedger::TrainingLedger(TrainingLedger&& other) noexcept = default;
+TrainingLedger& TrainingLedger::operator=(TrainingLedger&& other) noexcept = default;
+TrainingLedger::~TrainingLedger() = default;
 
 absl::Status TrainingLedger::AppendStep(int64_t step, double sampling_rate,
                                         const std::vector<LedgerQuery>& queries) {
-  nlohmann::json line = {{"type", "sample"}, {"step", step}, {"sampling_rate", sampling_rate}};
-  nlohmann::json qs = nlohmann::json::array();
-  for (const LedgerQuery& q : queries) {
-    qs.push_back({{"clip_norm", q.clip_norm}, {"noise_stddev", q.noise_stddev}});
-  }
-  line["queries"] = qs;
-  return AppendLine(line.dump());
+  accounting::SamplingRecord record;
+  record.step = step;
+  record.sampling_rate = sampling_rate;
+  for (const LedgerQuery& q : queries) record.queries.push_back({q.clip_norm, q.noise_stddev});
+  auto appended = writer_->Append(record);
+  if (!appended.ok()) return absl::InternalError(appended.error());
+  return absl::OkStatus();
 }
 
 absl::Status TrainingLedger::AppendEvent(const accounting::Event& event) {
-  return AppendLine(nlohmann::json{{"type", "event"}, {"event", event.ToJson()}}.dump());
+  auto appended = writer_->Append(event);
+  if (!appended.ok()) return absl::InternalError(appended.error());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int64_t* steps) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ledger ", path));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  // A crash mid-append leaves a last line without its newline: ignore it.
-  bool complete_last = true;
-  {
-    std::ifstream raw(path, std::ios::binary | std::ios::ate);
-    std::streamoff size = raw.tellg();
-    if (size > 0) {
-      raw.seekg(size - 1);
-      complete_last = raw.get() == '\n';
-    }
-  }
-  if (!complete_last && !lines.empty()) lines.pop_back();
-
-  std::vector<accounting::Event> parts;
-  double run_q = 0, run_z = 0;
-  int64_t run_count = 0;
   *steps = 0;
-  auto flush = [&]() -> absl::Status {
-    if (run_count == 0) return absl::OkStatus();
-    auto e = accounting::DpSgdEvent(run_q, run_z, run_count);
-    if (!e.ok()) return FromResult("ledger", e.error());
-    parts.push_back(*e);
-    run_count = 0;
-    return absl::OkStatus();
-  };
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::string where = absl::StrCat(path, " line ", i + 1);
-    if (lines[i].empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": not a ledger line"));
-    }
-    if (j["type"] == "sample") {
-      if (!j.contains("sampling_rate") || !j["sampling_rate"].is_number() ||
-          !j.contains("queries") || !j["queries"].is_array()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": sample lines need sampling_rate and queries"));
-      }
-      std::vector<LedgerQuery> queries;
-      for (const auto& q : j["queries"]) {
-        if (!q.is_object() || !q.contains("clip_norm") || !q["clip_norm"].is_number() ||
-            !q.contains("noise_stddev") || !q["noise_stddev"].is_number()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ": queries need clip_norm and noise_stddev"));
-        }
-        queries.push_back({q["clip_norm"].get<double>(), q["noise_stddev"].get<double>()});
-      }
-      absl::StatusOr<double> z = Collapse(queries);
-      if (!z.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", z.status().message()));
-      double q = j["sampling_rate"].get<double>();
-      if (!(q > 0 && q <= 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": sampling_rate must be in (0, 1], got ", q));
-      }
-      if (run_count > 0 && (q != run_q || *z != run_z)) {
-        absl::Status s = flush();
-        if (!s.ok()) return s;
-      }
-      run_q = q;
-      run_z = *z;
-      ++run_count;
-      ++*steps;
-    } else if (j["type"] == "event") {
-      absl::Status s = flush();
-      if (!s.ok()) return s;
-      if (!j.contains("event")) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": event line without event"));
-      }
-      auto e = accounting::Event::FromJson(j["event"]);
-      if (!e.ok()) return FromResult(where, e.error());
-      parts.push_back(*e);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown type '", j["type"].get<std::string>(), "'"));
-    }
+  auto entries = accounting::ReadLedger(path);
+  if (!entries.ok()) return absl::InvalidArgumentError(entries.error());
+  for (const accounting::LedgerEntry& e : *entries) {
+    if (std::holds_alternative<accounting::SamplingRecord>(e.record)) ++*steps;
   }
-  absl::Status s = flush();
-  if (!s.ok()) return s;
-  if (parts.empty()) return absl::NotFoundError("empty ledger");
-  if (parts.size() == 1) return parts[0];
-  auto composed = accounting::Event::Composed(parts);
-  if (!composed.ok()) return FromResult("ledger", composed.error());
-  return *composed;
+  if (entries->empty()) return absl::NotFoundError("empty ledger");
+  auto event = accounting::LedgerToEvent(*entries);
+  if (!event.ok()) return absl::InvalidArgumentError(event.error());
+  return *event;
 }
 
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,

@@ -1,11 +1,12 @@
 // The privacy ledger of a training run (McMahan et al. 2018, Sec. 3), and epsilon from it.
 //
-// One JSON line per DP step, in the format agreed for //accounting:ledger:
+// A thin adapter over //accounting:ledger (LedgerWriter / ReadLedger / LedgerToEvent) in
+// the trainers' terms. One JSON line per DP step:
 //   {"type":"sample","step":12,"sampling_rate":0.004266,
 //    "queries":[{"clip_norm":1.5,"noise_stddev":1.95}]}
 // and one line per other mechanism (e.g. DP-PCA): {"type":"event","event":{...}}.
-// Appends are crash-safe: each line is one write() followed by fsync(); a reader ignores a
-// partial last line (a crash mid-write), so a ledger never claims less than was spent.
+// Appends are crash-safe (see accounting/ledger.h): each line is one write() + fsync(), and
+// the trainer appends a step before it reports anything computed after that step.
 //
 // Epsilon is computed from the FILE, never from the optimizer's arithmetic: the ledger is
 // read back, consecutive identical steps are merged into
@@ -18,6 +19,7 @@
 #define DPKIT_MODELS_TRAINING_LEDGER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "accounting/event.h"
+#include "accounting/ledger.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {
@@ -49,9 +52,9 @@ class TrainingLedger {
   absl::Status AppendEvent(const accounting::Event& event);
 
  private:
-  explicit TrainingLedger(int fd) : fd_(fd) {}
-  absl::Status AppendLine(const std::string& line);
-  int fd_ = -1;
+  explicit TrainingLedger(std::unique_ptr<accounting::LedgerWriter> writer)
+      : writer_(std::move(writer)) {}
+  std::unique_ptr<accounting::LedgerWriter> writer_;
 };
 
 // The composed event of a ledger file; `steps` receives the number of sample lines.

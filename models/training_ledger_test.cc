@@ -117,8 +117,11 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
     }
     double upper = 0;
     ASSERT_TRUE(LedgerEpsilon(path, 1e-5, &upper).ok());
-    if (factor == 1.0) EXPECT_LE(upper, 2.0);
-    if (factor != 1.0) EXPECT_GT(upper, 2.0);
+    if (factor == 1.0) {
+      EXPECT_LE(upper, 2.0);
+    } else {
+      EXPECT_GT(upper, 2.0);
+    }
   }
   EXPECT_FALSE(CalibrateNoiseMultiplierRdp(-1, 1e-5, 0.01, 10).ok());
 }

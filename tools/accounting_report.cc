@@ -70,7 +70,7 @@ std::string RdpText(const json& r) {
 
 // ---------------------------------------------------------------- gdp
 // mu^2 of an event tree under GDP composition (mu's add in quadrature, Dong, Roth,
-// Su 2019, Cor. 3.3). A Gaussian with noise multiplier z is exactly (1/z)-GDP; a
+// Su 2019, Sec. 3). A Gaussian with noise multiplier z is exactly (1/z)-GDP; a
 // Poisson-subsampled Gaussian step contributes the CLT term p^2 (e^{1/z^2} - 1) of
 // Bu et al. 2020, eq. (3.1), which is only an approximation.
 struct MuSquared {

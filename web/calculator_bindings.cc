@@ -9,6 +9,7 @@
 
 #include "accounting/event.h"
 #include "accounting/gdp.h"
+#include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "accounting/result.h"
 #include "nlohmann/json.hpp"
@@ -48,7 +49,7 @@ Result<int64_t> GetInteger(const Json& request, const char* name, int64_t minimu
 
 // The accountants this build offers, in the order the page shows them.
 const std::vector<std::string>& AvailableAccountants() {
-  static const auto* const kNames = new std::vector<std::string>{"rdp", "gdp"};
+  static const auto* const kNames = new std::vector<std::string>{"pld", "rdp", "gdp"};
   return *kNames;
 }
 
@@ -62,6 +63,27 @@ bool IsAvailable(const std::string& name) {
 std::string AccountantRange() {
   std::string names;
   for (const std::string& name : AvailableAccountants()) {
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
+// The accountants that can calibrate a noise multiplier in this build.
+const std::vector<std::string>& CalibrationAccountants() {
+  static const auto* const kNames = new std::vector<std::string>{"gdp"};
+  return *kNames;
+}
+
+bool CanCalibrate(const std::string& name) {
+  for (const std::string& available : CalibrationAccountants()) {
+    if (name == available) return true;
+  }
+  return false;
+}
+
+std::string CalibrationRange() {
+  std::string names;
+  for (const std::string& name : CalibrationAccountants()) {
     names += (names.empty() ? "" : ", ") + name;
   }
   return names;
@@ -140,6 +162,20 @@ Json RdpSlot(const accounting::Event& event, double delta) {
               {"min_error", ApproxDpMinimumError(epsilon->epsilon, delta)}};
 }
 
+// PLD: certified upper and lower bounds on epsilon(delta) with the core's default accuracy,
+// as `dpkit epsilon --accountant=pld`. min_error: the certified lower bound
+// 2 (1 - delta) / (1 + e^eps_upper) implied by (eps_upper, delta)-DP.
+Json PldSlot(const accounting::Event& event, double delta) {
+  Result<accounting::EpsilonBounds> bounds = accounting::PldEpsilon(event, delta);
+  if (!bounds.ok()) return Json{{"error", bounds.error()}};
+  if (!std::isfinite(bounds->epsilon_upper)) {
+    return Json{{"error", "PLD gives no finite epsilon for this delta"}};
+  }
+  return Json{{"epsilon_upper", bounds->epsilon_upper},
+              {"epsilon_lower", bounds->epsilon_lower},
+              {"min_error", ApproxDpMinimumError(bounds->epsilon_upper, delta)}};
+}
+
 Json HandleEpsilon(const Json& request) {
   Result<double> sampling_rate = GetNumber(request, "sampling_rate");
   if (!sampling_rate.ok()) return Failure(sampling_rate.error());
@@ -163,6 +199,7 @@ Json HandleEpsilon(const Json& request) {
   for (const std::string& name : *accountants) {
     if (name == "gdp") result["gdp"] = GdpSlot(*sampling_rate, *noise_multiplier, *steps, *delta);
     if (name == "rdp") result["rdp"] = RdpSlot(*event, *delta);
+    if (name == "pld") result["pld"] = PldSlot(*event, *delta);
   }
   return Json{{"ok", true}, {"result", result}};
 }
@@ -234,8 +271,8 @@ Json HandleCalibrate(const Json& request) {
   Result<int64_t> steps = GetInteger(request, "steps", 1);
   if (!steps.ok()) return Failure(steps.error());
   auto it = request.find("accountant");
-  if (it == request.end() || !it->is_string() || !IsAvailable(it->get<std::string>())) {
-    return Failure("accountant must be one of: " + AccountantRange());
+  if (it == request.end() || !it->is_string() || !CanCalibrate(it->get<std::string>())) {
+    return Failure("accountant must be one of: " + CalibrationRange());
   }
   const std::string accountant = it->get<std::string>();
   if (accountant == "gdp") {
@@ -252,7 +289,7 @@ Json HandleCalibrate(const Json& request) {
                   {"accountant", "gdp"},
                   {"approximate", true}}}};
   }
-  return Failure("accountant must be one of: " + AccountantRange());
+  return Failure("accountant must be one of: " + CalibrationRange());
 }
 
 Json Dispatch(const Json& request) {
@@ -268,6 +305,7 @@ Json Dispatch(const Json& request) {
                 {"result",
                  {{"name", "dpkit-calculator"},
                   {"accountants", AvailableAccountants()},
+                  {"calibration_accountants", CalibrationAccountants()},
                   {"operations", {"epsilon", "tradeoff", "calibrate", "version"}}}}};
   }
   return Failure("unknown op \"" + name + "\"");

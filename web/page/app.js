@@ -296,7 +296,7 @@ const core = {
     this.instance = await dpkitInstantiate(this.wasmModule);
     const version = dpkitCall(this.instance, {op: 'version'});
     this.available = version.ok ? version.result.accountants : [];
-    this.operations = version.ok ? (version.result.operations || []) : [];
+    this.calibration = version.ok ? (version.result.calibration_accountants || []) : [];
     try {
       await loadScript('worker_bundle.js');
       this.worker = new CoreWorker(this.wasmModule, self.DPKIT_WORKER_SOURCE);
@@ -384,6 +384,7 @@ function showSlot(name, slot) {
   } else if (name === 'rdp') {
     setValue('rdp-epsilon', slot.epsilon);
     setValue('rdp-order', slot.order);
+    $('#rdp-conversion').textContent = slot.conversion + ' conversion';
   } else {
     setValue('gdp-mu', slot.mu);
     setValue('gdp-epsilon', slot.epsilon);
@@ -556,14 +557,17 @@ async function update() {
   showErrors(errors);
   generation += 1;
   const myGeneration = generation;
+  document.body.dataset.generation = String(myGeneration);
+  document.body.dataset.scheduled = 'no';
   core.cancelHeavy();
   if (!ok) {
     $('#summary').textContent = 'Fix the marked fields; nothing is computed from invalid input.';
     $('#summary').classList.add('bad');
+    document.body.dataset.done = String(myGeneration);
     return;
   }
   $('#summary').classList.remove('bad');
-  const accountants = state.accountants.filter((a) => core.available.includes(a));
+  let accountants = state.accountants.filter((a) => core.available.includes(a));
   const unavailable = state.accountants.filter((a) => !core.available.includes(a));
   for (const name of unavailable) {
     clearCard(name);
@@ -576,6 +580,11 @@ async function update() {
     let sigma = inputs.noise_multiplier;
     const result = {};
     if (state.mode === 'calibrate') {
+      for (const name of accountants.filter((a) => !core.calibration.includes(a))) {
+        clearCard(name);
+        setFailed(CARD_FIELDS[name][0], 'this build cannot calibrate with this accountant');
+      }
+      accountants = accountants.filter((a) => core.calibration.includes(a));
       for (const name of accountants) {
         clearCard(name);
         setBusy(CARD_FIELDS[name][0]);
@@ -610,12 +619,14 @@ async function update() {
       if (!first) {
         $('#summary').textContent = 'No accountant could calibrate σ for this target.';
         $('#summary').classList.add('bad');
+        document.body.dataset.done = String(myGeneration);
         return;
       }
       sigma = result[first].noise_multiplier;
       $('#summary').textContent = `Smallest σ for ε ≤ ${formatNumber(inputs.target_epsilon)} ` +
           `at δ = ${formatNumber(inputs.delta)}: ${formatNumber(sigma)} by ` +
-          `${first.toUpperCase()} (q = ${formatNumber(inputs.sampling_rate)}, ` +
+          `${first === 'gdp' ? 'GDP-CLT (approximate)' : first.toUpperCase()} ` +
+          `(q = ${formatNumber(inputs.sampling_rate)}, ` +
           `T = ${inputs.steps} steps). Plots use this σ.`;
     } else {
       $('#summary').textContent = `q = ${formatNumber(inputs.sampling_rate)}, ` +
@@ -643,30 +654,40 @@ async function update() {
     }
     updateTiming();
 
-    // Plots and tables: the fast accountants at once, PLD point by point in the worker.
-    const view = {inputs, sigma, accountants, result, lengthMode: state.length,
+    // Plots and tables: the fast accountants at once, PLD point by point in the worker (the
+    // user's own point first, so that the tradeoff plot is complete early). In calibrate
+    // mode they show every chosen accountant at the calibrated sigma.
+    const shown = state.accountants.filter((a) => core.available.includes(a));
+    const reuse = state.mode === 'epsilon';
+    const view = {inputs, sigma, accountants: shown, lengthMode: state.length,
                   grid: lengthGrid(inputs, state.length)};
     view.curve = view.grid.map(() => ({}));
-    const fast = accountants.filter((a) => a !== 'pld');
+    const currentIndex = view.grid.findIndex((g) => g.current);
+    view.result = currentIndex >= 0 ? view.curve[currentIndex] : {};
+    const fast = shown.filter((a) => a !== 'pld');
     view.grid.forEach((g, i) => {
-      if (g.current) {
+      if (g.current && reuse) {
         Object.assign(view.curve[i], result);
         return;
       }
       if (!fast.length) return;
       const reply = core.callNow(epsilonRequest(inputs, sigma, g.steps, fast));
-      for (const name of fast) view.curve[i][name] = reply.ok ? reply.result[name] : {error: reply.error};
+      for (const name of fast) {
+        view.curve[i][name] = reply.ok ? reply.result[name] : {error: reply.error};
+      }
     });
     drawTradeoff(view);
     drawEpsilonPlot(view);
     drawEpsilonTable(view);
-    if (accountants.includes('pld')) {
-      for (let i = 0; i < view.grid.length; ++i) {
-        if (view.grid[i].current) continue;
+    if (shown.includes('pld')) {
+      const order = view.grid.map((g, i) => i).filter((i) => !(view.grid[i].current && reuse));
+      order.sort((a, b) => (b === currentIndex) - (a === currentIndex));
+      for (const i of order) {
         const {reply, cancelled} = await core.callHeavy(
             epsilonRequest(inputs, sigma, view.grid[i].steps, ['pld']));
         if (cancelled || stale()) return;
         view.curve[i].pld = reply.ok ? reply.result.pld : {error: reply.error};
+        if (i === currentIndex) drawTradeoff(view);
         drawEpsilonPlot(view);
         drawEpsilonTable(view);
       }
@@ -681,6 +702,7 @@ async function update() {
 let debounceTimer = null;
 function scheduleUpdate(delayMs) {
   clearTimeout(debounceTimer);
+  document.body.dataset.scheduled = 'yes';
   debounceTimer = setTimeout(update, delayMs);
 }
 

@@ -124,23 +124,33 @@ function drawLineChart(svg, spec) {
   }
   svg.appendChild(lines);
 
-  // Legend, top-left inside the plot, on a translucent box.
+  // Legend inside the plot (top-left or top-right), on a translucent box sized to its text.
   const legend = svgElement('g', {class: 'legend'});
-  const rowHeight = 20;
-  const legendWidth = 14 + 8 * Math.max(...spec.series.map((s) => s.name.length), 4) + 34;
-  const legendX = spec.legend === 'top-right' ?
-      margin.left + plotWidth - legendWidth - 8 : margin.left + 8;
-  legend.appendChild(svgElement('rect', {x: legendX, y: margin.top + 8,
-    width: legendWidth, height: rowHeight * spec.series.length + 8, class: 'legend-box'}));
-  spec.series.forEach((s, i) => {
-    const y = margin.top + 8 + rowHeight * (i + 0.5) + 4;
-    legend.appendChild(svgElement('line', {x1: legendX + 8, x2: legendX + 36,
-      y1: y, y2: y, stroke: s.color, 'stroke-width': 2.5,
-      'stroke-dasharray': s.dashed ? '7 5' : 'none'}));
-    legend.appendChild(svgElement('text', {x: legendX + 44, y: y + 4, class: 'legend-text'},
-        s.name));
+  const rowHeight = 24;
+  const box = svgElement('rect', {x: 0, y: 0, height: rowHeight * spec.series.length + 8,
+                                  class: 'legend-box'});
+  legend.appendChild(box);
+  const texts = spec.series.map((s, i) => {
+    const y = rowHeight * (i + 0.5) + 4;
+    legend.appendChild(svgElement('line', {x1: 8, x2: 36, y1: y, y2: y, stroke: s.color,
+      'stroke-width': 2.5, 'stroke-dasharray': s.dashed ? '7 5' : 'none'}));
+    const text = svgElement('text', {x: 44, y: y + 5, class: 'legend-text'}, s.name);
+    legend.appendChild(text);
+    return text;
   });
   svg.appendChild(legend);
+  // The text's rendered length (it depends on the CSS font size); an estimate if not shown.
+  let textWidth = 0;
+  for (const text of texts) {
+    let length = 0;
+    try { length = text.getComputedTextLength(); } catch (e) { length = 0; }
+    textWidth = Math.max(textWidth, length || 7.5 * text.textContent.length);
+  }
+  const legendWidth = Math.min(plotWidth - 16, 44 + textWidth + 10);
+  box.setAttribute('width', legendWidth);
+  const legendX = spec.legend === 'top-right' ?
+      margin.left + plotWidth - legendWidth - 8 : margin.left + 8;
+  legend.setAttribute('transform', `translate(${legendX} ${margin.top + 8})`);
 }
 
 if (typeof module !== 'undefined' && module.exports) {

@@ -1,0 +1,1054 @@
+#include "accounting/pld.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "accounting/internal/format.h"
+#include "unsupported/Eigen/FFT"
+
+// ---------------------------------------------------------------------------------
+// Mathematical summary (the proofs the certified bounds rest on).
+//
+// Notation. A PLD is the law of L = log(dP/dQ) under P (with an atom at +inf for the
+// P-mass where Q = 0). With x = e^eps, delta(x) = E_P[(1 - x e^{-L})_+] + P(L = inf)
+// is convex and non-increasing in x, and delta'(x) = -Q(L > log x).
+//
+// (1) Dominance is kept by composition. If the tradeoff function of pair A is pointwise
+//     below that of pair B (equivalently delta_A(eps) >= delta_B(eps) for all eps), the
+//     same holds after composing both with any third pair (Dong, Roth, Su 2019, Lemma
+//     3.? "tensor product is monotone"; Zhu, Dong, Wang 2022, Thm. 10). So it suffices
+//     to dominate (resp. be dominated by) each component.
+//
+// (2) Pessimistic component: connect-the-dots (Doroshenko et al. 2022, Alg. 1/Thm. 3).
+//     On the grid eps_i = i h, the P-mass of each loss value l in a cell (a, b] is split
+//     between a and b with weights w_a + w_b = 1 and w_a e^{-a} + w_b e^{-b} = e^{-l}
+//     (P- and Q-mass preserved). For x <= e^a both contributions equal 1 - x e^{-l};
+//     for x >= e^b both are 0; in between the split is the chord of the convex function
+//     (1 - x e^{-l})_+, so it lies above it. Hence the split PLD dominates. Mass below
+//     the lowest grid point is moved up to it (larger loss dominates, as
+//     (1 - x e^{-l})_+ is non-decreasing in l) and mass above the highest grid point is
+//     moved to +inf. Per cell (a,b] with P-mass A and Q-mass B:
+//        mass moved to b: W = (e^{-a} A - B) / (e^{-a} - e^{-b}),  to a: A - W.
+//
+// (3) Optimistic component: a convex piecewise-linear function g with kinks only at
+//     grid points and g <= delta everywhere is the delta-curve of a (dominated) PLD on
+//     the grid. We take g_i = delta_i - m_i where m_i >= the largest excess of the chord
+//     of delta over delta on the two cells adjacent to x_i. On a cell, delta is above both
+//     end tangents; the chord minus the larger tangent is maximal where the tangents
+//     meet, giving the excess bound E = c d / (c + d), c = A - x_a B, d = x_b B - A.
+//     Kinks where g is not convex are removed (the chord over a concave kink lies
+//     below g), and the top of g is replaced by max(g, 0) with the last kink moved down
+//     to a grid point (moving P-mass to a lower loss is dominated).
+//     The optimistic PLD differs from the pessimistic one only at second order in h,
+//     so both bounds approach the exact value as h^2 (T h^2 for T compositions).
+//
+// (4) Composition by FFT with exponential tilting. For lambda >= 0 the tilted PMF
+//     p~_i = p_i e^{lambda eps_i} / M(lambda) composes to the tilted composition
+//     (tilting commutes with convolution), so the composed PMF is
+//     c_j = c~_j exp(K(lambda) - lambda eps_j), K = sum_c T_c log M_c(lambda).
+//     lambda is chosen at the saddle point of delta(eps), so the tail that determines
+//     delta is the bulk of the tilted distribution and the absolute FFT error there is
+//     a RELATIVE error of delta (this is what keeps delta ~ 1e-15 accurate).
+//     The circular convolution of length N adds to each window entry the mass of the
+//     linear convolution at the same position mod N (aliasing). Upper bound: aliasing
+//     only adds non-negative mass, and the untilted mass above the window is bounded by
+//     Chernoff: P(S > B) <= exp(-(lambda+s) B + K(lambda+s)). Lower bound: the aliased
+//     mass at entries >= eps is at most tau e^{K(lambda) - lambda eps}, tau = tilted mass
+//     outside the window (Chernoff on both sides).
+//     Floating point: forward FFT error per frequency <= eta ceil(log2 N) sqrt(N) ||x||_2
+//     (Higham 2002, Thm. 24.2, with eta = 16 u covering kissfft's radix-2/3/4/5 stages),
+//     propagated through the power by |a^T - b^T| <= T |a - b| max(|a|,|b|)^{T-1},
+//     exp/log rounding u T (|log|z|| + pi) |z|^T, and the inverse FFT bound again. The
+//     per-entry bound is added to (upper) or subtracted from (lower) every entry.
+//     Component PMFs are computed in long double from complementary CDFs; each cell
+//     mass carries an explicit error bound (256 ulps of the CDF values used), added to
+//     the pessimistic masses and subtracted from the optimistic ones.
+// ---------------------------------------------------------------------------------
+
+namespace dpkit::accounting {
+namespace {
+
+using ld = long double;
+using internal::FormatDouble;
+
+constexpr ld kLdUnit = LDBL_EPSILON / 2;
+constexpr double kUnit = DBL_EPSILON / 2;
+// Error allowance for a CDF value computed in long double (erfc, exp, threshold).
+constexpr ld kCdfUlps = 256;
+// Largest number of grid points of one component or of the FFT window.
+constexpr int64_t kMaxGridPoints = int64_t{1} << 26;
+
+enum class Base { kGaussian, kLaplace, kRandomizedResponse };
+enum class Direction { kRemove, kAdd };
+
+// One component of a composition: a base mechanism, optionally Poisson subsampled.
+struct Mechanism {
+  Base base;
+  double parameter;      // noise multiplier (Gaussian), scale (Laplace), eps (RR)
+  double sampling_rate;  // 1 = not subsampled
+  double rr_delta;       // ApproxDp delta (RR only)
+  bool operator<(const Mechanism& o) const {
+    return std::tie(base, parameter, sampling_rate, rr_delta) <
+           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta);
+  }
+};
+
+// Flattens an event tree into (mechanism, count) with counts multiplied out.
+Result<void> Flatten(const Event& event, double count, double sampling_rate,
+                     std::map<Mechanism, double>* out) {
+  switch (event.kind()) {
+    case EventKind::kGaussian:
+      (*out)[{Base::kGaussian, event.noise_multiplier(), sampling_rate, 0}] += count;
+      return OkResult();
+    case EventKind::kLaplace:
+      (*out)[{Base::kLaplace, event.scale(), sampling_rate, 0}] += count;
+      return OkResult();
+    case EventKind::kPureDp:
+    case EventKind::kApproxDp:
+      if (sampling_rate < 1) {
+        return Error{"the pld accountant supports Poisson sampling only of gaussian and "
+                     "laplace events"};
+      }
+      (*out)[{Base::kRandomizedResponse, event.epsilon(), 1.0,
+              event.kind() == EventKind::kApproxDp ? event.delta() : 0.0}] += count;
+      return OkResult();
+    case EventKind::kPoissonSampled:
+      return Flatten(event.inner(), count, sampling_rate * event.sampling_rate(), out);
+    case EventKind::kSampledWithoutReplacement:
+      return Error{"the pld accountant does not support sampled_without_replacement "
+                   "events (use --accountant=rdp)"};
+    case EventKind::kSelfComposed:
+      if (sampling_rate < 1) {
+        return Error{"the pld accountant cannot Poisson-sample a composition"};
+      }
+      return Flatten(event.inner(), count * static_cast<double>(event.count()),
+                     sampling_rate, out);
+    case EventKind::kComposed:
+      if (sampling_rate < 1) {
+        return Error{"the pld accountant cannot Poisson-sample a composition"};
+      }
+      for (const Event& child : event.children()) {
+        DPKIT_RETURN_IF_ERROR(Flatten(child, count, sampling_rate, out));
+      }
+      return OkResult();
+  }
+  return Error{"unknown event kind"};
+}
+
+// Standard normal upper tail Phi(-z) = P(N(0,1) > z), accurate in both tails.
+ld NormalUpper(ld z) { return 0.5L * std::erfc(z / std::sqrt(2.0L)); }
+
+// Tail probabilities of the base privacy loss ell = log(dB/dA), where A is the output
+// without the record and B with it: A(ell > t), A(ell <= t), B(ell > t), B(ell <= t)
+// (strict) or the same with >= / < (inclusive). The smaller of each pair is computed
+// directly so that it keeps full relative precision.
+struct BaseTails {
+  ld a_above, a_below, b_above, b_below;
+};
+
+BaseTails GaussianTails(ld sigma, ld t) {
+  // A = N(0, s^2), B = N(1, s^2): ell(o) = (2o - 1)/(2 s^2); ell > t <=> o > s^2 t + 1/2.
+  BaseTails r;
+  const ld za = sigma * t + 0.5L / sigma;
+  const ld zb = sigma * t - 0.5L / sigma;
+  if (za >= 0) {
+    r.a_above = NormalUpper(za);
+    r.a_below = 1 - r.a_above;
+  } else {
+    r.a_below = NormalUpper(-za);
+    r.a_above = 1 - r.a_below;
+  }
+  if (zb >= 0) {
+    r.b_above = NormalUpper(zb);
+    r.b_below = 1 - r.b_above;
+  } else {
+    r.b_below = NormalUpper(-zb);
+    r.b_above = 1 - r.b_below;
+  }
+  return r;
+}
+
+BaseTails LaplaceTails(ld b, ld t, bool inclusive) {
+  // A = Lap(0, b), B = Lap(1, b): ell(o) = (|o| - |o - 1|)/b in [-1/b, 1/b], with atoms
+  // A(ell = -1/b) = 1/2, A(ell = 1/b) = e^{-1/b}/2, B(ell = -1/b) = e^{-1/b}/2,
+  // B(ell = 1/b) = 1/2. Inside, ell > t <=> o > (b t + 1)/2.
+  const ld lo = -1 / b, hi = 1 / b;
+  const bool all = inclusive ? t <= lo : t < lo;
+  const bool none = inclusive ? t > hi : t >= hi;
+  if (all) return {1, 0, 1, 0};
+  if (none) return {0, 1, 0, 1};
+  const ld o = std::min<ld>(1, std::max<ld>(0, (b * t + 1) / 2));
+  BaseTails r;
+  r.a_above = 0.5L * std::exp(-o / b);
+  r.a_below = 1 - r.a_above;
+  r.b_below = 0.5L * std::exp(-(1 - o) / b);
+  r.b_above = 1 - r.b_below;
+  return r;
+}
+
+BaseTails BaseTailsAt(const Mechanism& m, ld t, bool inclusive) {
+  if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t);
+  return LaplaceTails(m.parameter, t, inclusive);
+}
+
+// Tails of the privacy loss L of one direction at l: P(L > l), P(L <= l), Q(L > l),
+// Q(L <= l).
+struct LossTails {
+  ld sp, fp, sq, fq;
+};
+
+LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l) {
+  const ld q = m.sampling_rate;
+  if (dir == Direction::kRemove) {
+    // P = (1-q) A + q B, Q = A, L = log(1 - q + q e^ell) (Zhu, Dong, Wang 2022, Sec. 5).
+    ld t;
+    if (q == 1) {
+      t = l;
+    } else {
+      const ld v = std::expm1(l) + q;
+      if (v <= 0) return {1, 0, 1, 0};
+      t = std::log(v) - std::log(q);
+    }
+    const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/false);
+    return {(1 - q) * b.a_above + q * b.b_above, (1 - q) * b.a_below + q * b.b_below,
+            b.a_above, b.a_below};
+  }
+  // P = A, Q = (1-q) A + q B, L = -log(1 - q + q e^ell): L > l <=> ell < t'.
+  ld t;
+  if (q == 1) {
+    t = -l;
+  } else {
+    const ld v = std::expm1(-l) + q;
+    if (v <= 0) return {0, 1, 0, 1};
+    t = std::log(v) - std::log(q);
+  }
+  const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/true);
+  // b.*_above = P(ell >= t') = P(L <= l); b.*_below = P(ell < t') = P(L > l).
+  return {b.a_below, b.a_above, (1 - q) * b.a_below + q * b.b_below,
+          (1 - q) * b.a_above + q * b.b_above};
+}
+
+// A PMF on the grid: mass[i] at loss (min_index + i) h, plus mass at +inf.
+struct Pmf {
+  int64_t min_index = 0;
+  std::vector<ld> mass;
+  std::vector<ld> log_mass;  // log(mass), -inf where mass <= 0 (filled by FillLogs)
+  ld infinity_mass = 0;
+};
+
+// Removes non-convex kinks of an optimistic delta-curve (negative masses): each is
+// merged into its nearest kept neighbours so that the curve becomes the chord over the
+// kink, which lies below (see (3) above). Q-masses (mass e^{-eps}) carry the slopes.
+void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
+  const int64_t n = static_cast<int64_t>(mass->size());
+  std::vector<int64_t> prev(n), next(n);
+  for (int64_t i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1;
+  }
+  std::vector<int64_t> work;
+  for (int64_t i = 0; i < n; ++i) {
+    if ((*mass)[i] < 0) work.push_back(i);
+  }
+  std::vector<char> removed(n, 0);
+  while (!work.empty()) {
+    const int64_t i = work.back();
+    work.pop_back();
+    if (removed[i] || (*mass)[i] >= 0) continue;
+    const ld p = (*mass)[i];
+    const int64_t j = prev[i], k = next[i];
+    // Positions relative to x_i: x_j / x_i = e^{(j - i) h}.
+    if (j < 0 && k >= n) {
+      (*mass)[i] = 0;
+    } else if (j < 0) {
+      // Left neighbour is x = 0 (the chord to the origin): all P-mass goes to k.
+      (*mass)[k] += p;
+      if ((*mass)[k] < 0) work.push_back(k);
+    } else if (k >= n) {
+      // Right of the last kink the curve is flat: keep the Q-mass at j.
+      (*mass)[j] += p * std::exp(static_cast<ld>(j - i) * h);
+      if ((*mass)[j] < 0) work.push_back(j);
+    } else {
+      const ld xj = std::exp(static_cast<ld>(j - i) * h);
+      const ld xk = std::exp(static_cast<ld>(k - i) * h);
+      // Q-mass r = p / x_i splits as r (x_k - x_i)/(x_k - x_j) to j and
+      // r (x_i - x_j)/(x_k - x_j) to k; P-mass = Q-mass * x.
+      (*mass)[j] += p * xj * (xk - 1) / (xk - xj);
+      (*mass)[k] += p * xk * (1 - xj) / (xk - xj);
+      if ((*mass)[j] < 0) work.push_back(j);
+      if ((*mass)[k] < 0) work.push_back(k);
+    }
+    (*mass)[i] = 0;
+    removed[i] = 1;
+    if (j >= 0) next[j] = k;
+    if (k < n) prev[k] = j;
+  }
+}
+
+// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace (sub)sampled
+// component in one direction. `tail` bounds the P-mass left outside the grid range.
+Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                 Pmf* upper, Pmf* lower) {
+  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h); };
+  // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
+  int64_t lo = -1;
+  while (tails(lo).fp > tail) {
+    if (lo < -kMaxGridPoints) return Error{"privacy loss range too wide for the grid"};
+    lo *= 2;
+  }
+  {
+    int64_t a = lo, b = 0;  // fp(a) <= tail; shrink towards the largest such index
+    if (tails(0).fp <= tail) a = 0;
+    while (b - a > 1 && a != 0) {
+      const int64_t mid = a + (b - a) / 2;
+      if (tails(mid).fp <= tail) a = mid; else b = mid;
+    }
+    lo = a;
+  }
+  int64_t hi = 1;
+  while (tails(hi).sp > tail) {
+    if (hi > kMaxGridPoints) return Error{"privacy loss range too wide for the grid"};
+    hi *= 2;
+  }
+  {
+    int64_t a = 0, b = hi;  // sp(b) <= tail; shrink towards the smallest such index
+    if (tails(0).sp <= tail) b = 0;
+    while (b - a > 1 && b != 0) {
+      const int64_t mid = a + (b - a) / 2;
+      if (tails(mid).sp <= tail) b = mid; else a = mid;
+    }
+    hi = b;
+  }
+  if (hi <= lo) hi = lo + 1;
+  hi += 2;  // two empty cells on top keep the optimistic top handling away from mass
+  const int64_t n = hi - lo;  // cells 0..n-1, grid points 0..n
+  if (n > kMaxGridPoints) {
+    return Error{"the privacy loss grid would need " + std::to_string(n) +
+                 " points; increase epsilon_tolerance or discretization_interval"};
+  }
+  std::vector<LossTails> t(n + 1);
+  for (int64_t i = 0; i <= n; ++i) t[i] = tails(lo + i);
+
+  const ld eh = std::exp(static_cast<ld>(h));
+  const ld em1 = std::expm1(static_cast<ld>(h));
+  std::vector<ld> c_up(n), d_up(n), c_lo(n), d_lo(n);
+  ld xi = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    // Cell (eps_i, eps_{i+1}]: P-mass A, Q-mass B from the smaller tail of each pair.
+    ld A, eA, B, eB;
+    if (t[i].sp <= 0.5L) {
+      A = t[i].sp - t[i + 1].sp;
+      eA = kCdfUlps * kLdUnit * (t[i].sp + t[i + 1].sp);
+    } else {
+      A = t[i + 1].fp - t[i].fp;
+      eA = kCdfUlps * kLdUnit * (t[i].fp + t[i + 1].fp);
+    }
+    if (t[i].sq <= 0.5L) {
+      B = t[i].sq - t[i + 1].sq;
+      eB = kCdfUlps * kLdUnit * (t[i].sq + t[i + 1].sq);
+    } else {
+      B = t[i + 1].fq - t[i].fq;
+      eB = kCdfUlps * kLdUnit * (t[i].fq + t[i + 1].fq);
+    }
+    // x_i = e^{eps_i}, recomputed exactly every 64 cells and multiplied by e^h between.
+    if (i % 64 == 0) xi = std::exp(static_cast<ld>(lo + i) * h); else xi *= eh;
+    // c = A - x_i B = x_i (e^{-eps_i} A - B) >= 0, d = x_{i+1} B - A >= 0 (P-mass that
+    // connect-the-dots moves to the upper end is c e^h / (e^h - 1)).
+    const ld c = A - xi * B;
+    const ld d = xi * eh * B - A;
+    const ld ec = eA + xi * eB + 256 * kLdUnit * (std::fabs(A) + xi * std::fabs(B));
+    const ld ed = eA + xi * eh * eB + 256 * kLdUnit * (std::fabs(A) + xi * eh * std::fabs(B));
+    c_up[i] = std::max<ld>(c, 0) + ec;
+    d_up[i] = std::max<ld>(d, 0) + ed;
+    c_lo[i] = std::max<ld>(c - ec, 0);
+    d_lo[i] = std::max<ld>(d - ed, 0);
+  }
+  // Pessimistic connect-the-dots masses: P-mass at eps_i = (d_i + e^h c_{i-1})/(e^h-1).
+  upper->min_index = lo;
+  upper->mass.assign(n + 1, 0);
+  for (int64_t i = 0; i <= n; ++i) {
+    const ld d = i < n ? d_up[i] : 0;
+    const ld c = i > 0 ? c_up[i - 1] : 0;
+    upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
+  }
+  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit);  // mass <= eps_0 moves up
+  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + 8 * LDBL_MIN;
+
+  // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3)).
+  std::vector<ld> m_corr(n + 1, 0);
+  auto excess = [&](int64_t i) -> ld {
+    const ld s = c_up[i] + d_up[i];
+    return s > 0 ? c_up[i] * d_up[i] / s : 0;
+  };
+  for (int64_t i = 0; i <= n; ++i) {
+    ld v = 0;
+    if (i > 0) v = std::max(v, excess(i - 1));
+    if (i < n) v = std::max(v, excess(i));
+    m_corr[i] = v * (1 + 8 * kLdUnit);
+  }
+  std::vector<ld> p(n + 1);
+  for (int64_t i = 0; i <= n; ++i) {
+    const ld d = i < n ? d_lo[i] : 0;
+    const ld c = i > 0 ? c_lo[i - 1] : 0;
+    const ld m_prev = i > 0 ? m_corr[i - 1] : m_corr[0];
+    const ld m_next = i < n ? m_corr[i + 1] : m_corr[n];
+    p[i] = (d + eh * c - ((m_next - m_corr[i]) - eh * (m_corr[i] - m_prev))) / em1;
+  }
+  // g_i = delta of the lowered curve at x_i = sum_{j>i} p_j (1 - x_i/x_j).
+  std::vector<ld> g(n + 1, 0);
+  {
+    ld s1 = 0, s2 = 0;  // sum_{j>i} p_j and sum_{j>i} p_j e^{-(j-i)h}
+    for (int64_t i = n; i >= 0; --i) {
+      g[i] = s1 - s2;
+      s1 += p[i];
+      s2 = (s2 + p[i]) / eh;
+    }
+  }
+  // Cut the top at the first grid point where g <= 0 and move that kink down.
+  int64_t first_nonpositive = n + 1;
+  for (int64_t i = 0; i <= n; ++i) {
+    if (g[i] <= 0) {
+      first_nonpositive = i;
+      break;
+    }
+  }
+  lower->min_index = lo;
+  lower->infinity_mass = 0;
+  const int64_t top = first_nonpositive - 1;  // last kink kept
+  lower->mass.assign(n + 1, 0);
+  if (top >= 0) {
+    for (int64_t i = 0; i < top; ++i) lower->mass[i] = p[i];
+    // p_top = -x_top s_{top-1} + g_top (derivation in (3)).
+    const ld g_prev = top > 0 ? g[top - 1] : g[top];
+    lower->mass[top] = (top > 0 ? (g_prev - g[top]) / em1 : 0) + g[top];
+    if (top == 0) {
+      // Only the kink at x_0 survives: the curve is max(g, 0) with g linear left of x_0
+      // of slope -(total Q-mass); keep P-mass g_0 at eps_0 (dominated: all P-mass of
+      // the crossing kink moved down to eps_0).
+      lower->mass[0] = std::max<ld>(g[0], 0);
+    }
+    RemoveNegativeKinks(h, &lower->mass);
+  }
+  return OkResult();
+}
+
+// Randomized response, the worst case of every (eps, delta)-DP mechanism (Kairouz, Oh,
+// Viswanath 2015, Thm. 2.1): delta at +inf, (1-delta) e^eps/(1+e^eps) at eps and
+// (1-delta)/(1+e^eps) at -eps. Points between grid values are split by connect-the-dots
+// (pessimistic) or rounded down (optimistic).
+void BuildRandomizedResponsePmfs(const Mechanism& m, double h, Pmf* upper, Pmf* lower) {
+  const ld eps = m.parameter, delta = m.rr_delta;
+  const ld w_hi = (1 - delta) / (1 + std::exp(-eps));
+  const ld w_lo = (1 - delta) / (1 + std::exp(eps));
+  const int64_t lo = static_cast<int64_t>(std::floor(-eps / h)) - 1;
+  const int64_t hi = static_cast<int64_t>(std::ceil(eps / h)) + 1;
+  upper->min_index = lower->min_index = lo;
+  upper->mass.assign(hi - lo + 1, 0);
+  lower->mass.assign(hi - lo + 1, 0);
+  upper->infinity_mass = delta * (1 + 4 * kLdUnit);
+  lower->infinity_mass = delta * (1 - 4 * kLdUnit);
+  for (const auto& [l, w] : {std::pair<ld, ld>{eps, w_hi}, std::pair<ld, ld>{-eps, w_lo}}) {
+    const int64_t a = static_cast<int64_t>(std::floor(l / h));
+    const ld la = static_cast<ld>(a) * h;
+    const ld frac = l - la;
+    // Weight to the upper end b = a + 1: (e^{-a} - e^{-l}) / (e^{-a} - e^{-b}).
+    const ld wb = frac <= 0 ? 0 : -std::expm1(-frac) / -std::expm1(-static_cast<ld>(h));
+    upper->mass[a - lo] += w * (1 - wb) * (1 + 8 * kLdUnit);
+    upper->mass[a + 1 - lo] += w * wb * (1 + 8 * kLdUnit) + 4 * LDBL_MIN;
+    lower->mass[a - lo] += w * (1 - 8 * kLdUnit);
+  }
+}
+
+void FillLogs(Pmf* pmf) {
+  pmf->log_mass.resize(pmf->mass.size());
+  for (size_t i = 0; i < pmf->mass.size(); ++i) {
+    pmf->log_mass[i] = pmf->mass[i] > 0 ? std::log(pmf->mass[i])
+                                        : -std::numeric_limits<ld>::infinity();
+  }
+}
+
+struct ComponentPmfs {
+  Pmf upper, lower;
+  double count;
+};
+
+// log M(t) = log sum_i p_i e^{t eps_i} (finite part). The terms are summed in long
+// double from double exponentials (relative error a few ulps, covered by the callers'
+// safety factors).
+ld LogMgf(const Pmf& pmf, double h, ld t) {
+  const int64_t n = static_cast<int64_t>(pmf.log_mass.size());
+  ld mx = -std::numeric_limits<ld>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    mx = std::max(mx, pmf.log_mass[i] + t * static_cast<ld>(pmf.min_index + i) * h);
+  }
+  if (!std::isfinite(mx)) return -std::numeric_limits<ld>::infinity();
+  ld s = 0;
+  const double base = static_cast<double>(static_cast<ld>(pmf.min_index) * h * t - mx);
+  const double step = static_cast<double>(t * h);
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = static_cast<double>(pmf.log_mass[i]) + base + step * static_cast<double>(i);
+    if (e > -745) s += std::exp(e);
+  }
+  return mx + std::log(s) + 1e-13L;  // + rounding allowance (upper bound on log M)
+}
+
+// A coarse version of a PMF (blocks of points merged at their mean loss) for cheap
+// approximate cumulant evaluations when choosing the tilt and the window.
+struct Coarse {
+  std::vector<double> loss, log_mass;
+};
+Coarse Coarsen(const Pmf& pmf, double h) {
+  Coarse c;
+  const int64_t n = static_cast<int64_t>(pmf.mass.size());
+  const int64_t block = std::max<int64_t>(1, n / 1024);
+  for (int64_t i = 0; i < n; i += block) {
+    ld s = 0, w = 0;
+    const int64_t e = std::min(n, i + block);
+    for (int64_t j = i; j < e; ++j) {
+      if (pmf.mass[j] <= 0) continue;
+      s += pmf.mass[j];
+      w += pmf.mass[j] * static_cast<ld>(pmf.min_index + j);
+    }
+    if (s > 0) {
+      c.loss.push_back(static_cast<double>(w / s * h));
+      c.log_mass.push_back(static_cast<double>(std::log(s)));
+    }
+  }
+  return c;
+}
+
+// Approximate cumulant generating function K(t) = sum_c T_c log M_c(t) and its first
+// two derivatives, from the coarse PMFs.
+struct Cumulants {
+  ld k, k1, k2;
+};
+Cumulants CoarseCumulants(const std::vector<Coarse>& coarse, const std::vector<double>& counts,
+                          ld t) {
+  Cumulants out{0, 0, 0};
+  const double td = static_cast<double>(t);
+  for (size_t c = 0; c < coarse.size(); ++c) {
+    const Coarse& co = coarse[c];
+    double mx = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < co.loss.size(); ++i) mx = std::max(mx, co.log_mass[i] + td * co.loss[i]);
+    double s0 = 0, s1 = 0, s2 = 0;
+    for (size_t i = 0; i < co.loss.size(); ++i) {
+      const double w = std::exp(co.log_mass[i] + td * co.loss[i] - mx);
+      s0 += w;
+      s1 += w * co.loss[i];
+      s2 += w * co.loss[i] * co.loss[i];
+    }
+    const double mean = s1 / s0;
+    out.k += counts[c] * (mx + std::log(s0));
+    out.k1 += counts[c] * mean;
+    out.k2 += counts[c] * std::max(s2 / s0 - mean * mean, 0.0);
+  }
+  return out;
+}
+
+// Smallest N >= n of the form 4 * 2^a 3^b 5^c (kissfft's fast radices).
+int64_t FftSize(int64_t n) {
+  int64_t best = std::numeric_limits<int64_t>::max();
+  for (int64_t p5 = 1; p5 < 2 * n + 8; p5 *= 5) {
+    for (int64_t p3 = p5; p3 < 2 * n + 8; p3 *= 3) {
+      int64_t v = 4 * p3;
+      while (v < n) v *= 2;
+      best = std::min(best, v);
+    }
+  }
+  return best;
+}
+
+// The composed PMF of one direction and bound on a window, in tilted form, with the
+// quantities needed to evaluate certified delta bounds.
+struct Composed {
+  double h;
+  int64_t window_start;   // grid index of the first window entry
+  int64_t n;              // window length (= FFT size)
+  std::vector<double> tilted;  // c~ at window entries (index = grid index - start)
+  ld lambda;              // tilt
+  ld log_scale;           // K(lambda): c_j = c~_j exp(K - lambda eps_j)
+  ld entry_error;         // bound on |computed c~_j - exact circular c~_j|
+  ld tilted_outside;      // bound on the tilted mass outside the window (aliasing)
+  ld log_above_bound;     // log of a bound on the untilted mass above the window
+  ld infinity_mass;       // composed mass at +inf (upper: rounded up, lower: down)
+};
+
+// Chernoff bound on the tilted composed mass above `b` (side = +1) or below `b`
+// (side = -1), as a log: min over s > 0 of -side s b + K(lambda + side s) - K(lambda).
+// The minimising s is located on the coarse cumulants; the bound itself is evaluated
+// with exact MGFs at that s and two neighbours (any s gives a valid bound).
+ld LogTiltedTail(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double h,
+                 ld lambda, ld log_k_lambda, ld b, int side, const std::vector<Coarse>& coarse,
+                 const std::vector<double>& counts) {
+  ld best_s = 0, best_v = 0;
+  for (ld s = 1e-3L; s <= 1e4L; s *= 1.2L) {
+    if (side < 0 && lambda - s < -1e4L) break;
+    const ld v = -side * s * b + CoarseCumulants(coarse, counts, lambda + side * s).k -
+                 log_k_lambda;
+    if (std::isfinite(v) && v < best_v) {
+      best_v = v;
+      best_s = s;
+    }
+  }
+  if (best_s == 0) return 0;
+  ld best = 0;  // log(1): the trivial bound
+  for (ld f : {0.9L, 1.0L, 1.1L}) {
+    const ld s = f * best_s;
+    ld k = 0;
+    for (const ComponentPmfs& c : comps) {
+      const Pmf& pmf = upper_pmf ? c.upper : c.lower;
+      k += c.count * LogMgf(pmf, h, lambda + side * s);
+    }
+    if (std::isfinite(k)) best = std::min(best, -side * s * b + k - log_k_lambda);
+  }
+  return best;
+}
+
+// Composes the components (upper or lower PMFs) for a target: either delta at
+// `target_eps` (target_is_eps) or eps at `target_delta`.
+Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double h,
+                         bool target_is_eps, double target) {
+  std::vector<Coarse> coarse;
+  std::vector<double> counts;
+  ld log_finite = 0;  // log of the composed finite mass
+  ld log_no_inf = 0;
+  for (const ComponentPmfs& c : comps) {
+    const Pmf& pmf = upper_pmf ? c.upper : c.lower;
+    coarse.push_back(Coarsen(pmf, h));
+    counts.push_back(c.count);
+    log_no_inf += c.count * std::log1p(-std::min<ld>(pmf.infinity_mass, 1));
+  }
+  (void)log_finite;
+  // Tilt: minimise the Chernoff estimate of the target (lambda >= 0).
+  // For eps(delta): minimise (K(t) - log delta)/t; for delta(eps): K(t) - t eps.
+  auto objective = [&](ld t) -> ld {
+    const Cumulants k = CoarseCumulants(coarse, counts, t);
+    if (target_is_eps) return k.k - t * static_cast<ld>(target);
+    return (k.k - std::log(static_cast<ld>(target))) / t;
+  };
+  ld lambda = 0;
+  {
+    // Scan geometrically, then golden-section refine around the best.
+    ld best_t = 0, best_v = target_is_eps ? objective(0) : std::numeric_limits<ld>::infinity();
+    for (ld t = 1e-3L; t <= 1e4L; t *= 1.25L) {
+      const ld v = objective(t);
+      if (std::isfinite(v) && v < best_v) {
+        best_v = v;
+        best_t = t;
+      }
+    }
+    if (best_t > 0) {
+      ld a = best_t / 1.25L, b = best_t * 1.25L;
+      for (int it = 0; it < 40; ++it) {
+        const ld m1 = a + (b - a) * 0.382L, m2 = a + (b - a) * 0.618L;
+        if (objective(m1) < objective(m2)) b = m2; else a = m1;
+      }
+      best_t = (a + b) / 2;
+    }
+    lambda = best_t;
+  }
+  const Cumulants kl = CoarseCumulants(coarse, counts, lambda);
+  ld centre = kl.k1;
+  ld spread = std::sqrt(kl.k2) + 10 * h;
+  // The region above the target must be in the window as well.
+  ld target_eps;
+  if (target_is_eps) {
+    target_eps = target;
+  } else {
+    target_eps = lambda > 0 ? (kl.k - std::log(static_cast<ld>(target))) / lambda : centre;
+  }
+  // Losses far below the bulk need not be resolved: delta sums over the whole window.
+  target_eps = std::max(target_eps, centre - 20 * spread);
+  // Exact cumulant at lambda (certified quantities use exact MGFs).
+  ld k_exact = 0;
+  for (const ComponentPmfs& c : comps) {
+    k_exact += c.count * LogMgf(upper_pmf ? c.upper : c.lower, h, lambda);
+  }
+  if (!std::isfinite(k_exact)) {
+    // Empty finite part (e.g. all mass at +inf): nothing to convolve.
+    Composed out;
+    out.h = h;
+    out.window_start = 0;
+    out.n = 0;
+    out.lambda = 0;
+    out.log_scale = -std::numeric_limits<ld>::infinity();
+    out.entry_error = 0;
+    out.tilted_outside = 0;
+    out.log_above_bound = -std::numeric_limits<ld>::infinity();
+    out.infinity_mass = upper_pmf ? -std::expm1(log_no_inf) : -std::expm1(log_no_inf);
+    return out;
+  }
+  ld width = 9;
+  for (int attempt = 0; attempt < 8; ++attempt, width *= 1.5L) {
+    const ld a = std::min(centre, target_eps) - width * spread - 2 * h;
+    const ld b = std::max(centre, target_eps) + width * spread + 2 * h;
+    const int64_t start = static_cast<int64_t>(std::floor(a / h));
+    const int64_t need = static_cast<int64_t>(std::ceil(b / h)) - start + 1;
+    if (need > kMaxGridPoints) {
+      return Error{"the composed privacy loss window would need " + std::to_string(need) +
+                   " points; increase epsilon_tolerance or discretization_interval"};
+    }
+    const int64_t n = FftSize(need);
+    const ld lo_edge = static_cast<ld>(start) * h;
+    const ld hi_edge = static_cast<ld>(start + n - 1) * h;
+    const ld log_above =
+        LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, hi_edge, +1, coarse, counts);
+    const ld log_below =
+        LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, lo_edge, -1, coarse, counts);
+    const ld tau = std::exp(log_above) + std::exp(log_below);
+    // Required: aliasing error far below the value (relative 1e-9 of delta's scale).
+    if (std::getenv("PLD_DEBUG")) fprintf(stderr, "attempt %d n=%lld lambda=%Lg centre=%Lg spread=%Lg tau=%Lg\n", attempt, (long long)n, lambda, centre, spread, tau);
+    if (tau > 1e-9L / (1 + lambda * spread) && attempt < 7) continue;
+
+    // Tilted component arrays, folded modulo n, and their transforms.
+    Eigen::FFT<double> fft;
+    fft.SetFlag(Eigen::FFT<double>::HalfSpectrum);
+    const int64_t nf = n / 2 + 1;
+    std::vector<ld> log_magnitude(nf, 0);    // sum_c T_c log(|X_c| + e_c)
+    std::vector<ld> relative_error(nf, 0);   // sum_c T_c e_c / (|X_c| + e_c)
+    std::vector<ld> log_abs_log(nf, 0);      // for the pow rounding bound
+    std::vector<std::complex<double>> product(nf, std::complex<double>(1, 0));
+    std::vector<ld> phase(nf, 0), log_mod(nf, 0);
+    const ld log2n = std::ceil(std::log2(static_cast<ld>(n)));
+    for (const ComponentPmfs& c : comps) {
+      const Pmf& pmf = upper_pmf ? c.upper : c.lower;
+      const ld log_m = LogMgf(pmf, h, lambda);
+      std::vector<double> x(n, 0.0);
+      const int64_t len = static_cast<int64_t>(pmf.mass.size());
+      for (int64_t i = 0; i < len; ++i) {
+        if (pmf.mass[i] <= 0) continue;
+        const int64_t k = pmf.min_index + i;
+        const ld v = std::exp(pmf.log_mass[i] + lambda * static_cast<ld>(k) * h - log_m);
+        int64_t pos = k % n;
+        if (pos < 0) pos += n;
+        x[pos] += static_cast<double>(v);
+      }
+      ld norm2 = 0, norm1 = 0;
+      for (double v : x) {
+        norm2 += static_cast<ld>(v) * v;
+        norm1 += std::fabs(v);
+      }
+      const ld e_f = 16 * kUnit * log2n * std::sqrt(static_cast<ld>(n)) * std::sqrt(norm2) +
+                     2 * kUnit * norm1;
+      std::vector<std::complex<double>> spec;
+      fft.fwd(spec, x);
+      for (int64_t k = 0; k < nf; ++k) {
+        const double mod = std::abs(spec[k]);
+        const double arg = std::arg(spec[k]);
+        const double a_mod = mod + static_cast<double>(e_f);
+        const double log_m = std::log(std::max(mod, DBL_MIN));
+        log_magnitude[k] += c.count * std::log(a_mod);
+        relative_error[k] += c.count * static_cast<double>(e_f) / a_mod;
+        log_abs_log[k] += c.count * (std::fabs(log_m) + 4);
+        log_mod[k] += c.count * log_m;
+        phase[k] += c.count * arg;
+      }
+    }
+    ld err_sum = 0, y_norm2 = 0;
+    for (int64_t k = 0; k < nf; ++k) {
+      const double mag = std::exp(static_cast<double>(log_mod[k]));
+      const double ph = static_cast<double>(std::fmod(phase[k], 2 * static_cast<ld>(M_PI)));
+      product[k] = std::polar(mag, ph);
+      const double bound = std::exp(static_cast<double>(log_magnitude[k]));
+      const ld err = bound * relative_error[k] + 4 * kUnit * log_abs_log[k] * bound +
+                     2 * kUnit * mag;
+      const ld weight = (k == 0 || (2 * k == n)) ? 1 : 2;
+      err_sum += weight * err;
+      y_norm2 += weight * mag * mag;
+    }
+    std::vector<double> y;
+    fft.inv(y, product);
+    const ld y_norm = std::sqrt(y_norm2) / std::sqrt(static_cast<ld>(n));
+    Composed out;
+    out.h = h;
+    out.window_start = start;
+    out.n = n;
+    out.tilted.assign(n, 0.0);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t pos = (start + j) % n;
+      if (pos < 0) pos += n;
+      out.tilted[j] = y[pos];
+    }
+    out.lambda = lambda;
+    out.log_scale = k_exact;
+    out.entry_error = err_sum / static_cast<ld>(n) + 16 * kUnit * log2n * y_norm +
+                      4 * kUnit * y_norm;
+    out.tilted_outside = tau;
+    // Untilted mass above the window: e^{K(lambda) - lambda B} * tilted mass above B.
+    out.log_above_bound = k_exact - lambda * hi_edge + log_above;
+    out.infinity_mass = -std::expm1(log_no_inf);
+    return out;
+  }
+  return Error{"could not bound the aliasing of the privacy loss window"};
+}
+
+// Certified delta-curve of a composed PMF: untilted entry masses with every error bound
+// added (upper) or subtracted (lower), and suffix sums for O(1) evaluation.
+struct DeltaCurve {
+  bool upper;
+  ld h;
+  int64_t start = 0, n = 0;
+  std::vector<ld> s1, s2;  // suffix sums of w_j and w_j e^{-l_j}
+  ld infinity_mass = 0, above = 0, log_scale = 0, lambda = 0, tau = 0;
+};
+
+DeltaCurve MakeCurve(const Composed& c, bool upper) {
+  DeltaCurve d;
+  d.upper = upper;
+  d.h = c.h;
+  d.start = c.window_start;
+  d.n = c.n;
+  d.infinity_mass = c.infinity_mass;
+  d.log_scale = c.log_scale;
+  d.lambda = c.lambda;
+  d.tau = c.tilted_outside;
+  d.above = c.n > 0 ? std::exp(c.log_above_bound) : 0;
+  d.s1.assign(c.n + 1, 0);
+  d.s2.assign(c.n + 1, 0);
+  for (int64_t j = c.n - 1; j >= 0; --j) {
+    const ld l = static_cast<ld>(c.window_start + j) * c.h;
+    const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
+                       : std::max<ld>(static_cast<ld>(c.tilted[j]) - c.entry_error, 0);
+    // Double exponentials (1 ulp); the 64-ulp factor of DeltaAt covers them.
+    const ld w = v > 0 ? v * std::exp(static_cast<double>(c.log_scale - c.lambda * l)) : 0;
+    d.s1[j] = d.s1[j + 1] + w;
+    d.s2[j] = d.s2[j + 1] + w * std::exp(static_cast<double>(-l));
+  }
+  return d;
+}
+
+// Certified delta at eps (upper: every error bound added; lower: subtracted).
+ld DeltaAt(const DeltaCurve& c, ld eps) {
+  ld sum = 0;
+  if (c.n > 0) {
+    // First entry with loss > eps.
+    int64_t first = static_cast<int64_t>(std::floor(eps / c.h)) + 1 - c.start;
+    while (first > 0 && static_cast<ld>(c.start + first - 1) * c.h > eps) --first;
+    while (first < c.n && static_cast<ld>(c.start + first) * c.h <= eps) ++first;
+    first = std::min<int64_t>(std::max<int64_t>(first, 0), c.n);
+    sum = c.s1[first] - std::exp(eps) * c.s2[first];
+    if (c.upper) {
+      sum = std::max<ld>(sum, 0) + c.above;
+    } else {
+      const ld first_loss = static_cast<ld>(c.start + first) * c.h;
+      sum -= c.tau * std::exp(c.log_scale - c.lambda * std::max(first_loss, eps));
+      sum = std::max<ld>(sum, 0);
+    }
+  }
+  const ld total = c.infinity_mass + sum;
+  return c.upper ? std::min<ld>(total * (1 + 64 * kUnit), 1) : std::min<ld>(total, 1);
+}
+
+// Smallest eps >= 0 with DeltaAt(eps) <= delta, by bisection on [0, hi] (DeltaAt is
+// non-increasing up to the tiny steps of the lower bound's aliasing term; for the lower
+// bound the bisection's left end is returned, for the upper its right end).
+ld EpsilonFor(const DeltaCurve& c, ld delta) {
+  if (DeltaAt(c, 0) <= delta) return 0;
+  ld hi = std::max<ld>(1, c.n > 0 ? static_cast<ld>(c.start + c.n) * c.h : 1);
+  if (DeltaAt(c, hi) > delta) return std::numeric_limits<ld>::infinity();
+  ld lo = 0;
+  for (int it = 0; it < 200 && hi - lo > 1e-13L * std::max<ld>(1, hi); ++it) {
+    const ld mid = (lo + hi) / 2;
+    if (DeltaAt(c, mid) <= delta) hi = mid; else lo = mid;
+  }
+  return c.upper ? hi : lo;
+}
+
+Result<void> CheckOptions(const PldOptions& options) {
+  if (!(options.epsilon_tolerance >= 1e-7 && options.epsilon_tolerance <= 0.1)) {
+    return Error{"epsilon_tolerance must be in [1e-7, 0.1], got " +
+                 FormatDouble(options.epsilon_tolerance)};
+  }
+  if (!(options.discretization_interval == 0 ||
+        (options.discretization_interval >= 1e-7 && options.discretization_interval <= 1))) {
+    return Error{"discretization_interval must be 0 (automatic) or in [1e-7, 1], got " +
+                 FormatDouble(options.discretization_interval)};
+  }
+  return OkResult();
+}
+
+// Grid spacing from the tolerance: the connect-the-dots error of a T-fold composition
+// grows like T h^2 times the per-step loss variance (second order), so for a relative
+// accuracy tol of eps we take h ~ sqrt(tol * eps_scale / (T var)), clamped.
+double ChooseInterval(const std::map<Mechanism, double>& flat, const PldOptions& options) {
+  if (options.discretization_interval > 0) return options.discretization_interval;
+  // Total variance of the losses (rough, from the Gaussian/CLT picture): per step the
+  // loss variance of a q-subsampled Gaussian is about q^2 (e^{1/sigma^2} - 1).
+  double var = 0;
+  for (const auto& [m, count] : flat) {
+    double v;
+    const double q = m.sampling_rate;
+    switch (m.base) {
+      case Base::kGaussian:
+        v = q * q * std::expm1(std::min(1.0 / (m.parameter * m.parameter), 700.0));
+        break;
+      case Base::kLaplace:
+        v = q * q * std::expm1(std::min(2.0 / (m.parameter * m.parameter), 700.0));
+        break;
+      default:
+        v = m.parameter * m.parameter;
+    }
+    var += count * std::min(v, 1e6);
+  }
+  const double sd = std::sqrt(std::max(var, 1e-12));
+  // Empirically (see pld_test.cc), h = 0.1 * tol^{1/2} * sd / sqrt(sum T) keeps the
+  // upper bound within tol; h is kept within [1e-6, 0.02].
+  double total_count = 0;
+  for (const auto& [m, count] : flat) total_count += count;
+  double h = 2.0 * std::sqrt(options.epsilon_tolerance) * std::max(sd, 0.05) /
+             std::sqrt(std::max(total_count, 1.0));
+  return std::min(0.02, std::max(1e-6, h));
+}
+
+struct Prepared {
+  double h;
+  std::vector<ComponentPmfs> remove, add;
+  bool symmetric;
+};
+
+Result<Prepared> Prepare(const Event& event, const PldOptions& options, ld tail_budget) {
+  DPKIT_RETURN_IF_ERROR(CheckOptions(options));
+  std::map<Mechanism, double> flat;
+  DPKIT_RETURN_IF_ERROR(Flatten(event, 1.0, 1.0, &flat));
+  double total = 0;
+  for (const auto& [m, count] : flat) total += count;
+  if (!(total <= 1e15)) return Error{"the event has more than 1e15 compositions"};
+  Prepared out;
+  out.h = ChooseInterval(flat, options);
+  out.symmetric = true;
+  for (const auto& [m, count] : flat) {
+    if (m.base != Base::kRandomizedResponse && m.sampling_rate < 1) out.symmetric = false;
+  }
+  const ld tail = std::max<ld>(tail_budget / std::max(total, 1.0), 1e-300L);
+  for (const auto& [m, count] : flat) {
+    for (Direction dir : {Direction::kRemove, Direction::kAdd}) {
+      if (out.symmetric && dir == Direction::kAdd) continue;
+      ComponentPmfs c;
+      c.count = count;
+      if (m.base == Base::kRandomizedResponse) {
+        BuildRandomizedResponsePmfs(m, out.h, &c.upper, &c.lower);
+      } else {
+        DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, out.h, tail, &c.upper, &c.lower));
+      }
+      FillLogs(&c.upper);
+      FillLogs(&c.lower);
+      if (std::getenv("PLD_DEBUG")) {
+        for (const Pmf* pm : {&c.upper, &c.lower}) {
+          ld s0 = 0, s1 = 0, neg = 0;
+          for (size_t i = 0; i < pm->mass.size(); ++i) {
+            s0 += pm->mass[i];
+            s1 += pm->mass[i] * (pm->min_index + (ld)i) * out.h;
+            if (pm->mass[i] < 0) neg += pm->mass[i];
+          }
+          if (std::getenv("PLD_DEBUG_TOP")) for (size_t i = pm->mass.size() - 8; i < pm->mass.size(); ++i) fprintf(stderr, "  %zu %.10Lg\n", i, pm->mass[i]);
+          fprintf(stderr, "dir %d n=%zu lo=%lld mass=%.15Lg mean=%.12Lg inf=%Lg neg=%Lg\n", (int)dir, pm->mass.size(), (long long)pm->min_index, s0, s1, pm->infinity_mass, neg);
+        }
+      }
+      (dir == Direction::kRemove ? out.remove : out.add).push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOptions& options) {
+  if (!(delta > 0 && delta < 1)) {
+    return Error{"delta must be in (0, 1), got " + FormatDouble(delta)};
+  }
+  auto prepared = Prepare(event, options, static_cast<ld>(delta) * 1e-7L);
+  if (!prepared.ok()) return Error{prepared.error()};
+  EpsilonBounds out{0, 0, prepared->h};
+  for (const auto* comps : {&prepared->remove, &prepared->add}) {
+    if (comps->empty()) continue;
+    for (bool upper : {true, false}) {
+      auto composed = Compose(*comps, upper, prepared->h, /*target_is_eps=*/false, delta);
+      if (!composed.ok()) return Error{composed.error()};
+      const ld eps = EpsilonFor(MakeCurve(*composed, upper), delta);
+      if (std::getenv("PLD_DEBUG")) fprintf(stderr, "upper=%d eps=%Lg entry_err=%Lg\n", upper, eps, composed->entry_error);
+      if (upper) {
+        out.epsilon_upper = std::max(out.epsilon_upper, static_cast<double>(eps));
+      } else {
+        out.epsilon_lower = std::max(out.epsilon_lower, static_cast<double>(eps));
+      }
+    }
+  }
+  // Rounding to double: keep the upper bound up and the lower bound down.
+  if (std::isfinite(out.epsilon_upper)) {
+    out.epsilon_upper = std::nextafter(out.epsilon_upper, std::numeric_limits<double>::infinity());
+  }
+  out.epsilon_lower = std::max(0.0, std::nextafter(out.epsilon_lower, 0.0));
+  out.epsilon_lower = std::min(out.epsilon_lower, out.epsilon_upper);
+  return out;
+}
+
+Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOptions& options) {
+  if (!(std::isfinite(epsilon) && epsilon >= 0)) {
+    return Error{"epsilon must be finite and >= 0, got " + FormatDouble(epsilon)};
+  }
+  auto prepared = Prepare(event, options, 1e-30L);
+  if (!prepared.ok()) return Error{prepared.error()};
+  DeltaBounds out{0, 0, prepared->h};
+  for (const auto* comps : {&prepared->remove, &prepared->add}) {
+    if (comps->empty()) continue;
+    for (bool upper : {true, false}) {
+      auto composed = Compose(*comps, upper, prepared->h, /*target_is_eps=*/true, epsilon);
+      if (!composed.ok()) return Error{composed.error()};
+      const ld d = DeltaAt(MakeCurve(*composed, upper), epsilon);
+      if (std::getenv("PLD_DEBUG")) fprintf(stderr, "upper=%d delta=%Lg entry_err=%Lg\n", upper, d, composed->entry_error);
+      if (upper) {
+        out.delta_upper = std::max(out.delta_upper, static_cast<double>(d));
+      } else {
+        out.delta_lower = std::max(out.delta_lower, static_cast<double>(d));
+      }
+    }
+  }
+  out.delta_upper = std::min(1.0, std::nextafter(out.delta_upper, 2.0));
+  out.delta_lower = std::min(out.delta_upper, std::max(0.0, std::nextafter(out.delta_lower, 0.0)));
+  return out;
+}
+
+Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event, double tail_mass,
+                                                         const PldOptions& options) {
+  if (!(tail_mass > 0 && tail_mass <= 0.01)) {
+    return Error{"tail_mass must be in (0, 0.01], got " + FormatDouble(tail_mass)};
+  }
+  auto prepared = Prepare(event, options, static_cast<ld>(tail_mass) * 1e-3L);
+  if (!prepared.ok()) return Error{prepared.error()};
+  std::vector<ComposedPld> out;
+  for (const auto* comps : {&prepared->remove, &prepared->add}) {
+    if (comps->empty()) continue;
+    // Untilted composition (lambda = 0 at target eps = -inf-ish): use delta(eps) target
+    // at a very negative eps so that the tilt is 0 and the whole distribution is kept.
+    auto composed = Compose(*comps, /*upper_pmf=*/true, prepared->h, /*target_is_eps=*/true,
+                            -1e6);
+    if (!composed.ok()) return Error{composed.error()};
+    ComposedPld pld;
+    pld.interval = prepared->h;
+    pld.min_index = composed->window_start;
+    pld.masses.resize(composed->n);
+    ld above = std::exp(composed->log_above_bound);
+    for (int64_t j = 0; j < composed->n; ++j) {
+      const ld l = static_cast<ld>(composed->window_start + j) * composed->h;
+      const ld v = (static_cast<ld>(composed->tilted[j]) + composed->entry_error) *
+                   std::exp(composed->log_scale - composed->lambda * l);
+      pld.masses[j] = static_cast<double>(std::max<ld>(v, 0) * (1 + 64 * kUnit));
+    }
+    pld.infinity_mass = static_cast<double>(std::min<ld>(1, composed->infinity_mass + above));
+    out.push_back(std::move(pld));
+  }
+  return out;
+}
+
+}  // namespace dpkit::accounting

@@ -1,0 +1,95 @@
+// DP training speed: one DP-SGD step against one non-private SGD step of the MNIST CNN
+// (Bu et al. 2020) at batch 256, measured in the same run (the gate tracks their ratio).
+//   BM_NonPrivateStep  ordinary torch::nn layers, mean loss, torch::optim::SGD
+//   BM_DpSgdStep       per-example layers, per-example clipping (flat, C = 1.5), secure
+//                      Gaussian noise (sigma = 1.3), division by the expected batch size
+// Both use 2 threads (the setting) unless DPKIT_BENCH_THREADS says otherwise.
+// The counter peak_rss_mb is the process's peak resident memory: run one benchmark per
+// process (--benchmark_filter) to compare peak memory of the two modes.
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include "mechanisms/random.h"
+#include "models/mnist_models.h"
+#include "optim/torch/dp_optimizer.h"
+
+namespace {
+
+namespace F = torch::nn::functional;
+
+void SetThreads() {
+  const char* env = std::getenv("DPKIT_BENCH_THREADS");
+  torch::set_num_threads(env != nullptr ? std::atoi(env) : 2);
+}
+
+double PeakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+void BM_NonPrivateStep(benchmark::State& state) {
+  SetThreads();
+  torch::manual_seed(0);
+  const int64_t batch = state.range(0);
+  dpkit::models::PlainMnistCnn model;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.25));
+  torch::Tensor x = torch::rand({batch, 1, 28, 28});
+  torch::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
+  for (auto _ : state) {
+    sgd.zero_grad();
+    torch::Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    sgd.step();
+    benchmark::DoNotOptimize(loss.data_ptr());
+  }
+  state.counters["peak_rss_mb"] = PeakRssMb();
+}
+
+void BM_DpSgdStep(benchmark::State& state) {
+  SetThreads();
+  torch::manual_seed(0);
+  const int64_t batch = state.range(0);
+  dpkit::models::MnistCnn model;
+  auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
+  if (!noise.ok()) {
+    state.SkipWithError("no secure generator");
+    return;
+  }
+  dpkit::optim::DpOptimizerOptions options;
+  options.noise_multiplier = 1.3;
+  options.clip_norm = 1.5;
+  options.sampling_rate = 256.0 / 60000;
+  options.expected_batch_size = 256;
+  auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model->parameters(), 0.25);
+  auto dp = dpkit::optim::DpOptimizer::Create(*model, *std::move(sgd), options, *std::move(noise));
+  if (!dp.ok()) {
+    state.SkipWithError("DpOptimizer::Create failed");
+    return;
+  }
+  torch::Tensor x = torch::rand({batch, 1, 28, 28});
+  torch::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
+  for (auto _ : state) {
+    torch::Tensor loss = F::cross_entropy(model->forward(x), y,
+                                          F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    loss.backward();
+    if (!(*dp)->AccumulatePhysicalBatch().ok() || !(*dp)->Step().ok()) {
+      state.SkipWithError("DP step failed");
+      return;
+    }
+    benchmark::DoNotOptimize(loss.data_ptr());
+  }
+  state.counters["peak_rss_mb"] = PeakRssMb();
+}
+
+BENCHMARK(BM_NonPrivateStep)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_DpSgdStep)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,145 @@
+// End-to-end tests of `dpkit ledger FILE`: a ledger written as JSON lines is accounted
+// exactly like the equivalent `dpkit epsilon` flags, and bad ledgers exit 2 with one line.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::string DpkitPath() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/" +
+         (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
+}
+
+CliRun Dpkit(const std::string& args) {
+  const std::string out = TempDir() + "/stdout.txt";
+  const std::string err = TempDir() + "/stderr.txt";
+  const std::string command = DpkitPath() + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(command.c_str());
+  CliRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = ReadFile(out);
+  run.err = ReadFile(err);
+  return run;
+}
+
+std::string WriteLedger(const std::string& name, const std::string& text) {
+  const std::string path = TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string SampleLine(int step, double rate, const std::string& queries) {
+  return "{\"type\":\"sample\",\"step\":" + std::to_string(step) +
+         ",\"sampling_rate\":" + std::to_string(rate) + ",\"queries\":[" + queries + "]}\n";
+}
+
+void ExpectUsageError(const std::string& args, const std::string& names) {
+  SCOPED_TRACE("dpkit " + args);
+  CliRun run = Dpkit(args);
+  EXPECT_EQ(run.exit_code, 2);
+  int lines = 0;
+  for (char c : run.err) lines += c == '\n';
+  EXPECT_EQ(lines, 1) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_NE(run.err.find(names), std::string::npos) << run.err;
+}
+
+TEST(DpkitLedgerTest, AccountsLikeTheEquivalentEpsilonCommand) {
+  // 200 steps at q = 0.01, each with two sum queries (clip 1, noise std 2): the
+  // collapsed noise multiplier is (2 * (1/2)^2)^(-1/2) = sqrt 2 (McMahan et al. 2018,
+  // eq. 1).
+  std::string text;
+  for (int step = 0; step < 200; ++step) {
+    text += SampleLine(step, 0.01,
+                       "{\"clip_norm\":1,\"noise_stddev\":2},"
+                       "{\"clip_norm\":1,\"noise_stddev\":2}");
+  }
+  const std::string path = WriteLedger("two_queries.jsonl", text);
+  CliRun ledger = Dpkit("ledger " + path + " --format=json --delta=1e-6");
+  ASSERT_EQ(ledger.exit_code, 0) << ledger.err;
+  CliRun flags = Dpkit(
+      "epsilon --sampling_rate=0.01 --noise_multiplier=1.4142135623730951 --steps=200 "
+      "--delta=1e-6 --format=json");
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  json a = json::parse(ledger.out), b = json::parse(flags.out);
+  // The collapsed multiplier may differ from sqrt 2 in the last bit: 1e-12 relative.
+  for (const char* accountant : {"rdp", "gdp"}) {
+    const double x = a[accountant]["epsilon"].get<double>();
+    const double y = b[accountant]["epsilon"].get<double>();
+    EXPECT_NEAR(x, y, 1e-12 * y) << accountant;
+  }
+  EXPECT_EQ(a["gdp"]["approximate"], true);
+  EXPECT_EQ(a["rdp"]["conversion"], "improved");
+  EXPECT_EQ(a["input"]["entries"], 200);
+
+  // --epsilon reports delta instead.
+  CliRun delta = Dpkit("ledger " + path + " --format=json --epsilon=1");
+  ASSERT_EQ(delta.exit_code, 0) << delta.err;
+  EXPECT_TRUE(json::parse(delta.out)["rdp"]["delta"].is_number());
+  // Text output.
+  CliRun text_run = Dpkit("ledger " + path);
+  ASSERT_EQ(text_run.exit_code, 0) << text_run.err;
+  EXPECT_NE(text_run.out.find("rdp: epsilon = "), std::string::npos) << text_run.out;
+}
+
+TEST(DpkitLedgerTest, GdpIsNotApplicableToLaplaceEvents) {
+  const std::string path = WriteLedger(
+      "laplace.jsonl", "{\"type\":\"event\",\"event\":{\"type\":\"laplace\",\"scale\":2}}\n");
+  CliRun run = Dpkit("ledger " + path + " --format=json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json out = json::parse(run.out);
+  EXPECT_TRUE(out["rdp"]["epsilon"].is_number());
+  EXPECT_TRUE(out["gdp"].contains("not_applicable"));
+  ExpectUsageError("ledger " + path + " --accountant=gdp", "--accountant=gdp");
+}
+
+TEST(DpkitLedgerTest, RejectsBadLedgersAndArguments) {
+  const std::string good = SampleLine(0, 0.01, "{\"clip_norm\":1,\"noise_stddev\":1}");
+  const std::string malformed =
+      WriteLedger("malformed.jsonl", good + "{\"type\":\"sample\",\"step\":1,,}\n" + good);
+  ExpectUsageError("ledger " + malformed, "line 2");  // names the line number
+  const std::string bad_rate = WriteLedger(
+      "bad_rate.jsonl", SampleLine(0, 1.5, "{\"clip_norm\":1,\"noise_stddev\":1}") + good);
+  ExpectUsageError("ledger " + bad_rate, "sampling_rate");
+  ExpectUsageError("ledger " + TempDir() + "/does_not_exist.jsonl", "does_not_exist");
+  ExpectUsageError("ledger", "FILE");
+  ExpectUsageError("ledger a.jsonl b.jsonl", "FILE");
+  const std::string ok = WriteLedger("ok.jsonl", good);
+  ExpectUsageError("ledger " + ok + " --delta=2", "--delta must be in (0, 1)");
+  ExpectUsageError("ledger " + ok + " --epsilon=-1", "--epsilon must be finite and >= 0");
+  ExpectUsageError("ledger " + ok + " --epsilon=1 --delta=1e-5", "not both");
+  ExpectUsageError("ledger " + ok + " --steps=3", "unknown flag --steps");
+}
+
+}  // namespace
