@@ -5,8 +5,6 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <string>
@@ -621,7 +619,6 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
                          bool target_is_eps, double target) {
   std::vector<Coarse> coarse;
   std::vector<double> counts;
-  ld log_finite = 0;  // log of the composed finite mass
   ld log_no_inf = 0;
   for (const ComponentPmfs& c : comps) {
     const Pmf& pmf = upper_pmf ? c.upper : c.lower;
@@ -629,7 +626,6 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     counts.push_back(c.count);
     log_no_inf += c.count * std::log1p(-std::min<ld>(pmf.infinity_mass, 1));
   }
-  (void)log_finite;
   // Tilt: minimise the Chernoff estimate of the target (lambda >= 0).
   // For eps(delta): minimise (K(t) - log delta)/t; for delta(eps): K(t) - t eps.
   auto objective = [&](ld t) -> ld {
@@ -708,7 +704,6 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
         LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, lo_edge, -1, coarse, counts);
     const ld tau = std::exp(log_above) + std::exp(log_below);
     // Required: aliasing error far below the value (relative 1e-9 of delta's scale).
-    if (std::getenv("PLD_DEBUG")) fprintf(stderr, "attempt %d n=%lld lambda=%Lg centre=%Lg spread=%Lg tau=%Lg\n", attempt, (long long)n, lambda, centre, spread, tau);
     if (tau > 1e-9L / (1 + lambda * spread) && attempt < 7) continue;
 
     // Tilted component arrays, folded modulo n, and their transforms.
@@ -943,18 +938,6 @@ Result<Prepared> Prepare(const Event& event, const PldOptions& options, ld tail_
       }
       FillLogs(&c.upper);
       FillLogs(&c.lower);
-      if (std::getenv("PLD_DEBUG")) {
-        for (const Pmf* pm : {&c.upper, &c.lower}) {
-          ld s0 = 0, s1 = 0, neg = 0;
-          for (size_t i = 0; i < pm->mass.size(); ++i) {
-            s0 += pm->mass[i];
-            s1 += pm->mass[i] * (pm->min_index + (ld)i) * out.h;
-            if (pm->mass[i] < 0) neg += pm->mass[i];
-          }
-          if (std::getenv("PLD_DEBUG_TOP")) for (size_t i = pm->mass.size() - 8; i < pm->mass.size(); ++i) fprintf(stderr, "  %zu %.10Lg\n", i, pm->mass[i]);
-          fprintf(stderr, "dir %d n=%zu lo=%lld mass=%.15Lg mean=%.12Lg inf=%Lg neg=%Lg\n", (int)dir, pm->mass.size(), (long long)pm->min_index, s0, s1, pm->infinity_mass, neg);
-        }
-      }
       (dir == Direction::kRemove ? out.remove : out.add).push_back(std::move(c));
     }
   }
@@ -976,7 +959,6 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
       auto composed = Compose(*comps, upper, prepared->h, /*target_is_eps=*/false, delta);
       if (!composed.ok()) return Error{composed.error()};
       const ld eps = EpsilonFor(MakeCurve(*composed, upper), delta);
-      if (std::getenv("PLD_DEBUG")) fprintf(stderr, "upper=%d eps=%Lg entry_err=%Lg\n", upper, eps, composed->entry_error);
       if (upper) {
         out.epsilon_upper = std::max(out.epsilon_upper, static_cast<double>(eps));
       } else {
@@ -1006,7 +988,6 @@ Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOption
       auto composed = Compose(*comps, upper, prepared->h, /*target_is_eps=*/true, epsilon);
       if (!composed.ok()) return Error{composed.error()};
       const ld d = DeltaAt(MakeCurve(*composed, upper), epsilon);
-      if (std::getenv("PLD_DEBUG")) fprintf(stderr, "upper=%d delta=%Lg entry_err=%Lg\n", upper, d, composed->entry_error);
       if (upper) {
         out.delta_upper = std::max(out.delta_upper, static_cast<double>(d));
       } else {

@@ -69,8 +69,13 @@ absl::Status ReadOsEntropy(unsigned char* out, size_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<SecureRandomGenerator>> SecureRandomGenerator::Create() {
+  return CreateWithEntropySourceForTesting(&ReadOsEntropy);
+}
+
+absl::StatusOr<std::unique_ptr<SecureRandomGenerator>>
+SecureRandomGenerator::CreateWithEntropySourceForTesting(EntropySource source) {
   std::unique_ptr<SecureRandomGenerator> generator(new SecureRandomGenerator());
-  absl::Status status = generator->Init();
+  absl::Status status = generator->Init(source);
   if (!status.ok()) return status;
   return generator;
 }
@@ -78,19 +83,19 @@ absl::StatusOr<std::unique_ptr<SecureRandomGenerator>> SecureRandomGenerator::Cr
 std::unique_ptr<SecureRandomGenerator> SecureRandomGenerator::CreateWithKeyForTesting(
     const std::array<unsigned char, 32>& key) {
   std::unique_ptr<SecureRandomGenerator> generator(new SecureRandomGenerator());
-  if (!generator->Init().ok()) std::abort();  // test-only: entropy is overwritten
+  if (!generator->Init(&ReadOsEntropy).ok()) std::abort();  // test-only; key overwritten
   generator->key_ = key;
   return generator;
 }
 
-absl::Status SecureRandomGenerator::Init() {
+absl::Status SecureRandomGenerator::Init(EntropySource source) {
   RegisterForkHandlerOnce();
   fork_generation_ = CurrentForkGeneration();
   cipher_context_ = EVP_CIPHER_CTX_new();
   if (cipher_context_ == nullptr || EVP_chacha20() == nullptr) {
     return absl::InternalError("OpenSSL cannot provide the ChaCha20 cipher");
   }
-  absl::Status status = ReadOsEntropy(key_.data(), key_.size());
+  absl::Status status = source(key_.data(), key_.size());
   if (!status.ok()) return status;
   position_ = kBlockWords;  // first draw fills a block
   return absl::OkStatus();

@@ -70,6 +70,12 @@ class SecureRandomGenerator final : public RandomGenerator {
   // source) if the OS cannot supply entropy or OpenSSL cannot run ChaCha20.
   static absl::StatusOr<std::unique_ptr<SecureRandomGenerator>> Create();
 
+  // Create() with an injected entropy source, so that tests can check that an
+  // entropy failure reaches the caller as an error. Never for noise.
+  using EntropySource = absl::Status (*)(unsigned char* out, size_t bytes);
+  static absl::StatusOr<std::unique_ptr<SecureRandomGenerator>>
+  CreateWithEntropySourceForTesting(EntropySource source);
+
   // The same construction with a caller-chosen key, so that tests can check the
   // output against an independent ChaCha20 implementation. Never for noise.
   static std::unique_ptr<SecureRandomGenerator> CreateWithKeyForTesting(
@@ -98,7 +104,7 @@ class SecureRandomGenerator final : public RandomGenerator {
 
  private:
   SecureRandomGenerator() = default;
-  absl::Status Init();
+  absl::Status Init(EntropySource source);
   // Produces the next block and the next key. After fork(), rekeys first.
   void Refill();
   // Writes `bytes` keystream bytes for the current key to `out`, then advances

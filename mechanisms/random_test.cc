@@ -8,6 +8,7 @@
 #include <bitset>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -175,6 +176,32 @@ TEST(SecureRandomGeneratorTest, ForkedChildDrawsDifferentNoiseThanParent) {
   close(fds[0]);
   close(fds[1]);
   for (int i = 0; i < 4; ++i) EXPECT_NE(parent[i], child[i]);
+}
+
+TEST(SecureRandomGeneratorTest, EntropyFailureIsReturnedAsAnError) {
+  auto failing = [](unsigned char*, size_t) -> absl::Status {
+    return absl::UnavailableError("no entropy");
+  };
+  auto rng = SecureRandomGenerator::CreateWithEntropySourceForTesting(failing);
+  ASSERT_FALSE(rng.ok());
+  EXPECT_EQ(rng.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(rng.status().message(), "no entropy");
+}
+
+TEST(SecureRandomGeneratorTest, ThreadsGetTheirOwnGenerators) {
+  // One generator per thread, no shared state: two threads draw different words.
+  uint64_t words[2][8];
+  auto draw = [&](int t) {
+    auto rng = ThreadLocalSecureRandomGenerator();
+    ASSERT_TRUE(rng.ok());
+    for (uint64_t& w : words[t]) w = (*rng)->NextUint64();
+  };
+  std::thread a(draw, 0), b(draw, 1);
+  a.join();
+  b.join();
+  int equal = 0;
+  for (int i = 0; i < 8; ++i) equal += words[0][i] == words[1][i];
+  EXPECT_EQ(equal, 0);  // probability 8 * 2^-64 for independent keys
 }
 
 TEST(SecureRandomGeneratorTest, ThreadLocalGeneratorIsCreated) {

@@ -135,6 +135,24 @@ absl::StatusOr<std::vector<double>> PrivateSelection::ExponentialProbabilities(
   return p;
 }
 
+absl::StatusOr<std::vector<double>> ExponentialMechanismRdp(double epsilon,
+                                                            const std::vector<double>& orders) {
+  if (!(std::isfinite(epsilon) && epsilon > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon must be finite and > 0, got ", epsilon));
+  }
+  std::vector<double> rdp;
+  for (double alpha : orders) {
+    if (!(std::isfinite(alpha) && alpha > 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("orders must be finite and > 1, got ", alpha));
+    }
+    // Cesar & Rogers 2021: eps-BR => (eps^2/8)-zCDP; and eps-DP => RDP <= eps.
+    rdp.push_back(std::min(alpha * epsilon * epsilon / 8.0, epsilon));
+  }
+  return rdp;
+}
+
 absl::StatusOr<TopKSelection> TopKSelection::Create(double epsilon, size_t k,
                                                     double sensitivity, TopKMethod method,
                                                     bool monotonic) {

@@ -64,6 +64,16 @@ class PrivateSelection {
   bool monotonic_;
 };
 
+// Renyi-DP of the exponential mechanism with parameter epsilon (P proportional to
+// exp(eps u / (2 Delta))) at each order alpha > 1: it is eps-bounded-range, hence
+// (eps^2/8)-zCDP (Cesar & Rogers 2021, "Bounding, Concentrating, and Truncating"),
+// i.e. RDP alpha eps^2 / 8 at order alpha, and it is eps-DP, i.e. RDP <= eps at every
+// order. Returns min(alpha eps^2 / 8, eps) per order: tighter than the pure-DP
+// event for small eps. The value is for an RDP accountant (add it to ComputeRdp of
+// the other events at the same orders); the PureDp event stays the certified record.
+absl::StatusOr<std::vector<double>> ExponentialMechanismRdp(double epsilon,
+                                                            const std::vector<double>& orders);
+
 enum class TopKMethod {
   // k rounds of the exponential mechanism with eps/k each, removing the winner
   // (Durfee & Rogers 2019, "peeling").

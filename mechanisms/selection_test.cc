@@ -169,5 +169,41 @@ TEST(TopKSelectionTest, EventIsKCompositionsOfEpsilonOverK) {
   EXPECT_FALSE(TopKSelection::Create(1.0, 0, 1.0, TopKMethod::kPeeling).ok());
 }
 
+TEST(ExponentialMechanismRdpTest, BoundsTheRenyiDivergenceOfWorstCasePairs) {
+  // Independent check: exact Renyi divergence between the output laws on scores
+  // (0, 1, ..., 1) and (1, 0, ..., 0) (every score moves by Delta = 1), for m
+  // candidates, must not exceed the returned RDP.
+  const std::vector<double> orders = {1.5, 2, 4, 8, 32, 256};
+  for (double epsilon : {0.1, 0.5, 1.0, 3.0}) {
+    auto rdp = ExponentialMechanismRdp(epsilon, orders);
+    ASSERT_TRUE(rdp.ok());
+    for (int m : {2, 10, 1000}) {
+      const double c = epsilon / 2;
+      std::vector<double> p(m), q(m);
+      const double zp = 1 + (m - 1) * std::exp(c), zq = std::exp(c) + (m - 1);
+      p[0] = 1 / zp;
+      q[0] = std::exp(c) / zq;
+      for (int i = 1; i < m; ++i) {
+        p[i] = std::exp(c) / zp;
+        q[i] = 1 / zq;
+      }
+      for (size_t k = 0; k < orders.size(); ++k) {
+        const double a = orders[k];
+        for (int dir = 0; dir < 2; ++dir) {
+          const std::vector<double>& x = dir ? p : q;
+          const std::vector<double>& y = dir ? q : p;
+          long double sum = 0;
+          for (int i = 0; i < m; ++i) sum += std::pow((long double)x[i], a) * std::pow((long double)y[i], 1 - a);
+          const double divergence = static_cast<double>(std::log(sum) / (a - 1));
+          EXPECT_LE(divergence, (*rdp)[k] * (1 + 1e-12)) << epsilon << " " << m << " " << a;
+        }
+      }
+    }
+    EXPECT_DOUBLE_EQ((*rdp)[0], std::min(1.5 * epsilon * epsilon / 8, epsilon));
+  }
+  EXPECT_FALSE(ExponentialMechanismRdp(0.0, orders).ok());
+  EXPECT_FALSE(ExponentialMechanismRdp(1.0, {1.0}).ok());
+}
+
 }  // namespace
 }  // namespace dpkit::mechanisms

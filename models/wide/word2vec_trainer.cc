@@ -381,10 +381,16 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
                         {"degrees_of_freedom", chi->degrees_of_freedom},
                         {"p_value", chi->p_value}};
   }
-  if (!ledger_path.empty() && algorithm == "dp-sgd") {
+  if (!ledger_path.empty()) {
+    // The ledger re-accounted by accounting/ (the training helper's LedgerEpsilon); for
+    // the sparse algorithms this works once the accountants handle Composed events.
     double upper = 0;
     auto ledger_eps = LedgerEpsilon(ledger_path, o.delta, &upper);
-    if (ledger_eps.ok()) summary["ledger_epsilon"] = *ledger_eps;
+    if (ledger_eps.ok()) {
+      summary["ledger_epsilon"] = *ledger_eps;
+    } else {
+      summary["ledger_epsilon"] = {{"error", std::string(ledger_eps.status().message())}};
+    }
   }
   if (!o.output_dir.empty()) {
     const std::vector<LossCurve> curves{{"train", train_curve}, {"valid", valid_curve}, {"test", test_curve}};

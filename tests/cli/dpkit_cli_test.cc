@@ -74,7 +74,7 @@ void ExpectUsageError(const std::string& args, const std::string& names) {
 
 const char kValid[] = "--sampling_rate=0.01 --noise_multiplier=1.1 --steps=1000";
 
-TEST(DpkitEpsilonTest, RejectsEveryBadInputWithExitTwoAndOneLineNamingTheFlag) {
+TEST(DpkitEpsilonTest, RejectsOutOfRangeNumbersWithExitTwoAndOneLineNamingTheFlag) {
   ExpectUsageError("epsilon --sampling_rate=-1 --noise_multiplier=1 --steps=10",
                    "--sampling_rate must be in (0, 1]");
   ExpectUsageError("epsilon --sampling_rate=0 --noise_multiplier=1 --steps=10",
@@ -101,6 +101,9 @@ TEST(DpkitEpsilonTest, RejectsEveryBadInputWithExitTwoAndOneLineNamingTheFlag) {
                    "--epochs must be finite and > 0");
   ExpectUsageError("epsilon --sampling_rate=0.1 --noise_multiplier=1 --epochs=1e300",
                    "--epochs");
+}
+
+TEST(DpkitEpsilonTest, RejectsBadDeltaAccountantFormatAndUnknownFlags) {
   ExpectUsageError(std::string("epsilon ") + kValid + " --delta=0", "--delta must be in (0, 1)");
   ExpectUsageError(std::string("epsilon ") + kValid + " --delta=1", "--delta must be in (0, 1)");
   ExpectUsageError(std::string("epsilon ") + kValid + " --delta=-1e-5", "--delta");
@@ -112,7 +115,9 @@ TEST(DpkitEpsilonTest, RejectsEveryBadInputWithExitTwoAndOneLineNamingTheFlag) {
   ExpectUsageError(std::string("epsilon ") + kValid + " --unknown_flag=1", "--unknown_flag");
   ExpectUsageError(std::string("epsilon ") + kValid + " --steps=5", "--steps is given twice");
   ExpectUsageError(std::string("epsilon ") + kValid + " stray", "unexpected argument");
-  // Missing and conflicting flags.
+}
+
+TEST(DpkitEpsilonTest, RejectsMissingAndConflictingFlags) {
   ExpectUsageError("epsilon --noise_multiplier=1 --steps=10", "--sampling_rate");
   ExpectUsageError("epsilon --sampling_rate=0.1 --steps=10", "--noise_multiplier");
   ExpectUsageError("epsilon --sampling_rate=0.1 --noise_multiplier=1", "--steps");

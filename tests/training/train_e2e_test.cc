@@ -1,0 +1,170 @@
+// End-to-end: `dpkit train mnist` on small synthetic idx files (written here, so the test
+// is hermetic and fast): outputs, ledger, metrics, checkpoint, resume and bad input.
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+CliRun Dpkit(const std::string& args) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  std::string binary = std::string(srcdir != nullptr ? srcdir : ".") + "/" +
+                       (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
+  std::string out = TempDir() + "/stdout.txt", err = TempDir() + "/stderr.txt";
+  int status = std::system((binary + " " + args + " >" + out + " 2>" + err).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
+}
+
+void WriteIdx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims,
+              const std::vector<uint8_t>& body) {
+  std::ofstream out(path, std::ios::binary);
+  auto put = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) out.put(static_cast<char>(v >> s));
+  };
+  put(magic);
+  for (uint32_t d : dims) put(d);
+  out.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
+}
+
+// MNIST-format files where class k lights up rows 2k..2k+2 (learnable, deterministic).
+std::string MakeData(const std::string& name, int train, int test, bool truncate = false) {
+  std::string dir = TempDir() + "/" + name;
+  mkdir(dir.c_str(), 0755);
+  for (auto [split, n] : {std::pair<std::string, int>{"train", train}, {"t10k", test}}) {
+    std::vector<uint8_t> pixels(static_cast<size_t>(n) * 784, 0), labels(n);
+    for (int i = 0; i < n; ++i) {
+      labels[i] = static_cast<uint8_t>(i % 10);
+      for (int r = 2 * labels[i] + 3; r < 2 * labels[i] + 6; ++r) {
+        for (int c = 4; c < 24; ++c) pixels[static_cast<size_t>(i) * 784 + r * 28 + c] = 255;
+      }
+    }
+    if (truncate && split == "train") pixels.resize(pixels.size() - 100);
+    WriteIdx(dir + "/" + split + "-images-idx3-ubyte", 0x803,
+             {static_cast<uint32_t>(n), 28, 28}, pixels);
+    WriteIdx(dir + "/" + split + "-labels-idx1-ubyte", 0x801, {static_cast<uint32_t>(n)}, labels);
+  }
+  return dir;
+}
+
+TEST(TrainE2eTest, TrainsWritesLedgerMetricsCheckpointAndResumes) {
+  std::string data = MakeData("data", 512, 100);
+  std::string out = TempDir() + "/run";
+  std::string common = "train mnist --data_dir=" + data + " --output_dir=" + out +
+                       " --batch_size=64 --epochs=1 --threads=1 --format=json";
+  CliRun first = Dpkit(common + " --max_steps=6");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::vector<std::string> lines = Lines(first.out);
+  ASSERT_EQ(lines.size(), 1u) << first.out;  // max_steps stops mid-epoch: one final record
+  json epoch = json::parse(lines[0]);
+  EXPECT_DOUBLE_EQ(epoch["epoch"].get<double>(), 6.0 / 8.0);
+  double accuracy = epoch["test_accuracy"].get<double>();
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+  double eps1 = epoch["epsilon"]["rdp"]["epsilon"].get<double>();
+  EXPECT_TRUE(std::isfinite(eps1) && eps1 > 0) << lines[0];
+  EXPECT_TRUE(epoch["epsilon"]["gdp"]["approximate"].get<bool>());
+  EXPECT_EQ(Lines(ReadFile(out + "/ledger.jsonl")).size(), 6u);
+  EXPECT_EQ(Lines(ReadFile(out + "/metrics.jsonl")).size(), 1u);
+  json ledger0 = json::parse(Lines(ReadFile(out + "/ledger.jsonl"))[0]);
+  EXPECT_EQ(ledger0["type"], "sample");
+  EXPECT_DOUBLE_EQ(ledger0["sampling_rate"].get<double>(), 64.0 / 512);
+  EXPECT_DOUBLE_EQ(ledger0["queries"][0]["noise_stddev"].get<double>(), 1.3 * 1.5);
+  EXPECT_EQ(json::parse(ReadFile(out + "/checkpoint.json"))["next_step"], 6);
+
+  // Resume: continues at step 6, appends to the same ledger; epsilon grows.
+  CliRun second = Dpkit(common + " --max_steps=8 --resume");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(Lines(ReadFile(out + "/ledger.jsonl")).size(), 8u);
+  EXPECT_EQ(Lines(ReadFile(out + "/metrics.jsonl")).size(), 2u);
+  json last = json::parse(Lines(second.out).back());
+  EXPECT_DOUBLE_EQ(last["epoch"].get<double>(), 1.0);
+  EXPECT_GT(last["epsilon"]["rdp"]["epsilon"].get<double>(), eps1);
+  // The ledger alone gives the same epsilon through `dpkit ledger`.
+  CliRun accounted = Dpkit("ledger " + out + "/ledger.jsonl --delta=1e-5 --accountant=rdp --format=json");
+  ASSERT_EQ(accounted.exit_code, 0) << accounted.err;
+  EXPECT_NEAR(json::parse(accounted.out)["rdp"]["epsilon"].get<double>(),
+              last["epsilon"]["rdp"]["epsilon"].get<double>(), 1e-9);
+}
+
+TEST(TrainE2eTest, TargetEpsilonCalibratesTheNoise) {
+  std::string data = MakeData("data2", 256, 50);
+  CliRun run = Dpkit("train mnist --data_dir=" + data +
+                     " --batch_size=32 --epochs=1 --max_steps=3 --threads=1 --format=json"
+                     " --target_epsilon=3");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json epoch = json::parse(Lines(run.out).back());
+  // 3 of the 8 planned steps ran: epsilon is below the target set for all 8.
+  EXPECT_LE(epoch["epsilon"]["rdp"]["epsilon"].get<double>(), 3.0);
+  EXPECT_GT(epoch["noise_multiplier"].get<double>(), 0.3);
+}
+
+TEST(TrainE2eTest, TextFormatShowsProgressAndEpsilon) {
+  std::string data = MakeData("data3", 128, 20);
+  CliRun run = Dpkit("train mnist --data_dir=" + data +
+                     " --batch_size=32 --epochs=1 --threads=1 --optimizer=adam");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("test accuracy"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("RDP"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("approximate"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("loss"), std::string::npos) << run.err;
+}
+
+TEST(TrainE2eTest, BadInputExitsTwoWithOneLine) {
+  std::string data = MakeData("data4", 64, 10);
+  std::string truncated = MakeData("bad", 64, 10, /*truncate=*/true);
+  for (const std::string& args :
+       {std::string("train mnist --noise_multiplier=-1"), std::string("train nosuchmodel"),
+        std::string("train"), std::string("train mnist --pca_noise_multiplier=2"),
+        std::string("train mnist --noise_multiplier=1 --target_epsilon=1"),
+        std::string("train mnist --delta=2"), std::string("train mnist --optimizer=rmsprop"),
+        "train mnist --data_dir=" + data + " --batch_size=1000",
+        "train mnist --data_dir=" + truncated,
+        "train mnist --data_dir=" + TempDir() + "/nowhere"}) {
+    CliRun run = Dpkit(args);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.err;
+    EXPECT_EQ(Lines(run.err).size(), 1u) << args << "\n" << run.err;
+  }
+  CliRun run = Dpkit("train mnist --data_dir=" + truncated);
+  EXPECT_NE(run.err.find("truncated"), std::string::npos) << run.err;
+}
+
+}  // namespace
