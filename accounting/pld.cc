@@ -815,10 +815,21 @@ DeltaCurve MakeCurve(const Composed& c, bool upper) {
     const ld l = static_cast<ld>(c.window_start + j) * c.h;
     const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
                        : std::max<ld>(static_cast<ld>(c.tilted[j]) - c.entry_error, 0);
-    // Double exponentials (1 ulp); the 64-ulp factor of DeltaAt covers them.
-    const ld w = v > 0 ? v * std::exp(static_cast<double>(c.log_scale - c.lambda * l)) : 0;
+    ld w = 0, w2 = 0;  // untilted mass and mass * e^{-l}
+    if (v > 0) {
+      const ld lw = std::log(v) + c.log_scale - c.lambda * l;
+      // Double exponentials (1 ulp, covered by the 64-ulp factor of DeltaAt) where they
+      // cannot overflow or underflow, long double otherwise.
+      if (std::fabs(lw) < 700 && std::fabs(lw - l) < 700) {
+        w = std::exp(static_cast<double>(lw));
+        w2 = std::exp(static_cast<double>(lw - l));
+      } else {
+        w = std::exp(lw);
+        w2 = std::exp(lw - l);
+      }
+    }
     d.s1[j] = d.s1[j + 1] + w;
-    d.s2[j] = d.s2[j + 1] + w * std::exp(static_cast<double>(-l));
+    d.s2[j] = d.s2[j + 1] + w2;
   }
   return d;
 }
@@ -898,12 +909,12 @@ double ChooseInterval(const std::map<Mechanism, double>& flat, const PldOptions&
   }
   const double sd = std::sqrt(std::max(var, 1e-12));
   // Empirically (see pld_test.cc), h = 0.1 * tol^{1/2} * sd / sqrt(sum T) keeps the
-  // upper bound within tol; h is kept within [1e-6, 0.02].
+  // upper bound within tol; h is kept within [1e-6, 2e-3].
   double total_count = 0;
   for (const auto& [m, count] : flat) total_count += count;
   double h = 2.0 * std::sqrt(options.epsilon_tolerance) * std::max(sd, 0.05) /
              std::sqrt(std::max(total_count, 1.0));
-  return std::min(0.02, std::max(1e-6, h));
+  return std::min(2e-3, std::max(1e-6, h));
 }
 
 struct Prepared {

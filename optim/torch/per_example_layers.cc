@@ -71,7 +71,7 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     if (ctx->needs_input_grad(0)) {
       variable_list saved = ctx->get_saved_variables();
       grad_input = std::get<0>(at::convolution_backward(
-          g, saved[0], saved[1], c10::nullopt, ctx->saved_data["stride"].toIntVector(),
+          g, saved[0], saved[1], at::OptionalIntArrayRef{}, ctx->saved_data["stride"].toIntVector(),
           ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
           /*transposed=*/false, /*output_padding=*/{0, 0}, /*groups=*/1,
           {true, false, false}));
@@ -350,7 +350,7 @@ std::vector<torch::Tensor> DpConv2dImpl::ScaledGradientSums(
     std::vector<int64_t> padding(options_.padding.begin(), options_.padding.end());
     std::vector<int64_t> dilation(options_.dilation.begin(), options_.dilation.end());
     torch::Tensor gs = g * scales[0].to(g.scalar_type()).view({batch, 1, 1, 1});
-    weight_sum = std::get<1>(at::convolution_backward(gs, a, weight, c10::nullopt, stride,
+    weight_sum = std::get<1>(at::convolution_backward(gs, a, weight, at::OptionalIntArrayRef{}, stride,
                                                       padding, dilation, false, {0, 0}, 1,
                                                       {false, true, false}));
   }

@@ -564,6 +564,7 @@ async function update() {
     $('#summary').textContent = 'Fix the marked fields; nothing is computed from invalid input.';
     $('#summary').classList.add('bad');
     document.body.dataset.done = String(myGeneration);
+    document.body.dataset.cardsDone = String(myGeneration);
     return;
   }
   $('#summary').classList.remove('bad');
@@ -620,6 +621,7 @@ async function update() {
         $('#summary').textContent = 'No accountant could calibrate σ for this target.';
         $('#summary').classList.add('bad');
         document.body.dataset.done = String(myGeneration);
+        document.body.dataset.cardsDone = String(myGeneration);
         return;
       }
       sigma = result[first].noise_multiplier;
@@ -653,6 +655,7 @@ async function update() {
       }
     }
     updateTiming();
+    document.body.dataset.cardsDone = String(myGeneration);
 
     // Plots and tables: the fast accountants at once, PLD point by point in the worker (the
     // user's own point first, so that the tradeoff plot is complete early). In calibrate

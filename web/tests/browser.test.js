@@ -91,12 +91,20 @@ async function settle(page) {
   }, null, {timeout: 120000, polling: 50});
 }
 
+// Waits until the result cards of the last edit are filled (the plots may still be filling).
+async function settleCards(page) {
+  await page.waitForFunction(() => {
+    const d = document.body.dataset;
+    return d.scheduled !== 'yes' && d.generation !== undefined && d.cardsDone === d.generation;
+  }, null, {timeout: 120000, polling: 50});
+}
+
 async function value(page, id) {
   const text = await page.getAttribute('#' + id, 'data-value');
   return text === null ? NaN : Number(text);
 }
 
-async function setForm(page, fields) {
+async function setForm(page, fields, wait = settle) {
   for (const [name, text] of Object.entries(fields)) {
     if (['mode', 'sampling', 'length'].includes(name)) {
       await page.check(`input[name="${name}"][value="${text}"]`);
@@ -104,7 +112,7 @@ async function setForm(page, fields) {
       await page.fill('#' + name, String(text));
     }
   }
-  await settle(page);
+  await wait(page);
 }
 
 async function accountantsOf(page) {
@@ -132,7 +140,7 @@ test('Table 1 rows of Bu et al. equal dpkit epsilon --format=json', async () => 
   for (const row of TABLE1_ROWS) {
     await setForm(page, {mode: 'epsilon', sampling: 'dataset', length: 'epochs',
                          dataset_size: 60000, batch_size: 256, epochs: row.epochs,
-                         noise_multiplier: row.sigma, delta: '1e-5'});
+                         noise_multiplier: row.sigma, delta: '1e-5'}, settleCards);
     const cli = dpkitJson(['epsilon', '--dataset_size=60000', '--batch_size=256',
       `--noise_multiplier=${row.sigma}`, `--epochs=${row.epochs}`, '--delta=1e-5',
       '--accountant=all']);
@@ -145,13 +153,17 @@ test('Table 1 rows of Bu et al. equal dpkit epsilon --format=json', async () => 
     assertClose(assert, await value(page, 'rdp-epsilon'), cli.rdp.epsilon, TOLERANCE.rdp,
                 what + ' rdp epsilon');
     assert.strictEqual(await value(page, 'rdp-order'), cli.rdp.order, what + ' rdp order');
-    if (available.includes('pld')) {
+    if (available.includes('pld') && !cli.pld) {
+      console.log('# dpkit epsilon has no pld accountant yet: PLD not compared');
+    } else if (available.includes('pld')) {
       assertClose(assert, await value(page, 'pld-epsilon-upper'), cli.pld.epsilon_upper,
                   TOLERANCE.pld, what + ' pld upper');
       assertClose(assert, await value(page, 'pld-epsilon-lower'), cli.pld.epsilon_lower,
                   TOLERANCE.pld, what + ' pld lower');
+    }
+    if (available.includes('pld')) {
       const stats = await page.evaluate(() => window.dpkitStats.pldMs);
-      pldMs.push(stats[0 + stats.length - 1]);
+      pldMs.push(Math.round(stats[stats.length - 1]));
     }
   }
   if (pldMs.length) timings.pld_epsilon_ms_table1 = pldMs;
@@ -163,7 +175,7 @@ test('a calibration equals dpkit calibrate (or re-accounts to the target)', asyn
   const page = await newPage();
   await setForm(page, {mode: 'calibrate', sampling: 'dataset', length: 'epochs',
                        dataset_size: 60000, batch_size: 256, epochs: 60, target_epsilon: 2,
-                       delta: '1e-5'});
+                       delta: '1e-5'}, settleCards);
   const available = await page.evaluate(() => core.calibration);
   const hasCalibrate = spawnSync(DPKIT, ['calibrate', '--help']).status === 0;
   for (const accountant of available) {
