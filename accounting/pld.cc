@@ -856,19 +856,39 @@ ld DeltaAt(const DeltaCurve& c, ld eps) {
   return c.upper ? std::min<ld>(total * (1 + 64 * kUnit), 1) : std::min<ld>(total, 1);
 }
 
-// Smallest eps >= 0 with DeltaAt(eps) <= delta, by bisection on [0, hi] (DeltaAt is
-// non-increasing up to the tiny steps of the lower bound's aliasing term; for the lower
-// bound the bisection's left end is returned, for the upper its right end).
+// Upper: the smallest eps >= 0 with DeltaAt(eps) <= delta (DeltaAt is non-increasing:
+// bisection). Lower: the largest eps with DeltaAt(eps) > delta; since the true delta is
+// non-increasing and >= the lower curve, the true eps(delta) is at least that. The lower
+// curve is not monotone (its aliasing allowance grows towards small losses), so its
+// grid values are scanned from the top and the crossing refined inside one cell, where
+// it is monotone.
 ld EpsilonFor(const DeltaCurve& c, ld delta) {
-  if (DeltaAt(c, 0) <= delta) return 0;
-  ld hi = std::max<ld>(1, c.n > 0 ? static_cast<ld>(c.start + c.n) * c.h : 1);
-  if (DeltaAt(c, hi) > delta) return std::numeric_limits<ld>::infinity();
-  ld lo = 0;
-  for (int it = 0; it < 200 && hi - lo > 1e-13L * std::max<ld>(1, hi); ++it) {
-    const ld mid = (lo + hi) / 2;
-    if (DeltaAt(c, mid) <= delta) hi = mid; else lo = mid;
+  if (c.upper) {
+    if (DeltaAt(c, 0) <= delta) return 0;
+    ld hi = std::max<ld>(1, c.n > 0 ? static_cast<ld>(c.start + c.n) * c.h : 1);
+    if (DeltaAt(c, hi) > delta) return std::numeric_limits<ld>::infinity();
+    ld lo = 0;
+    for (int it = 0; it < 200 && hi - lo > 1e-13L * std::max<ld>(1, hi); ++it) {
+      const ld mid = (lo + hi) / 2;
+      if (DeltaAt(c, mid) <= delta) hi = mid; else lo = mid;
+    }
+    return hi;
   }
-  return c.upper ? hi : lo;
+  if (c.infinity_mass > delta) return std::numeric_limits<ld>::infinity();
+  // Grid points eps_j = (start + j) h; on [eps_j, eps_{j+1}) the curve is monotone.
+  for (int64_t j = c.n - 1; j >= 0; --j) {
+    const ld a = static_cast<ld>(c.start + j) * c.h;
+    if (a < 0) break;
+    if (DeltaAt(c, a) > delta) {
+      ld lo = a, hi = a + c.h;
+      for (int it = 0; it < 100; ++it) {
+        const ld mid = (lo + hi) / 2;
+        if (DeltaAt(c, mid) > delta) lo = mid; else hi = mid;
+      }
+      return lo;
+    }
+  }
+  return 0;
 }
 
 Result<void> CheckOptions(const PldOptions& options) {

@@ -167,8 +167,13 @@ double Accuracy(torch::nn::Module& model, const std::function<torch::Tensor(cons
 }
 
 std::string EpsilonText(const nlohmann::json& eps, double delta) {
-  std::string out = absl::StrFormat("eps <= %.4g (RDP, delta=%g)",
-                                    eps["rdp"]["epsilon"].get<double>(), delta);
+  std::string out =
+      eps.contains("pld")
+          ? absl::StrFormat("eps <= %.4g (PLD, delta=%g; RDP %.4g)",
+                            eps["pld"]["epsilon"].get<double>(), delta,
+                            eps["rdp"]["epsilon"].get<double>())
+          : absl::StrFormat("eps <= %.4g (RDP, delta=%g)", eps["rdp"]["epsilon"].get<double>(),
+                            delta);
   if (eps.contains("gdp")) {
     absl::StrAppendFormat(&out, "; mu_CLT %.3g -> eps ~ %.4g (approximate, not a bound)",
                           eps["gdp"]["mu"].get<double>(), eps["gdp"]["epsilon"].get<double>());

@@ -1,5 +1,6 @@
 #include "models/training_ledger.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting/gdp.h"
 #include "accounting/ledger.h"
+#include "accounting/pld.h"
 #include "accounting/rdp.h"
 
 namespace dpkit::models {
@@ -79,6 +81,13 @@ absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double del
   *epsilon_upper = eps->epsilon;
   nlohmann::json out;
   out["rdp"] = {{"epsilon", eps->epsilon}, {"order", eps->order}, {"conversion", "improved"}};
+  // The PLD accountant's certified bounds (tighter); the headline bound is the smaller of
+  // the two certified upper bounds. An event PLD cannot handle leaves RDP alone.
+  auto pld = accounting::PldEpsilon(*event, delta);
+  if (pld.ok()) {
+    out["pld"] = {{"epsilon", pld->epsilon_upper}, {"epsilon_lower", pld->epsilon_lower}};
+    *epsilon_upper = std::min(*epsilon_upper, pld->epsilon_upper);
+  }
   // mu_CLT only for one homogeneous DP-SGD run (Bu et al. 2020, eq. (3.1)).
   const accounting::Event& e = *event;
   if (e.kind() == accounting::EventKind::kSelfComposed &&

@@ -12,8 +12,9 @@
 // read back, consecutive identical steps are merged into
 // SelfComposed(PoissonSampled(q, Gaussian(z)), k) with the collapsed noise multiplier
 // z = (sum_g (C_g / s_g)^2)^(-1/2) (McMahan et al. 2018, eq. (1)), and the resulting event is
-// given to the RDP accountant (certified upper bound, improved conversion of Balle et al.
-// 2020). For a homogeneous run the GDP CLT value mu_CLT (Bu et al. 2020, eq. (3.1)) is shown
+// given to the PLD accountant (certified upper and lower bounds) and the RDP accountant
+// (certified upper bound, improved conversion of Balle et al. 2020); the reported bound is
+// the smaller certified upper bound. For a homogeneous run the GDP CLT value mu_CLT (Bu et al. 2020, eq. (3.1)) is shown
 // labelled approximate (it is not an upper bound).
 #ifndef DPKIT_MODELS_TRAINING_LEDGER_H_
 #define DPKIT_MODELS_TRAINING_LEDGER_H_
@@ -62,8 +63,9 @@ absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int
 
 // Epsilon of a ledger file at `delta`, as the object `dpkit epsilon --format=json` prints:
 //   {"rdp": {"epsilon": e, "order": a, "conversion": "improved"},
+//    "pld": {"epsilon": upper, "epsilon_lower": lower},        (when PLD supports the event)
 //    "gdp": {"mu": m, "epsilon": e, "approximate": true}}      ("gdp" only if homogeneous)
-// An empty ledger gives epsilon 0. `epsilon_upper` receives the certified RDP value.
+// An empty ledger gives epsilon 0. `epsilon_upper` receives min(PLD upper, RDP).
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
                                              double* epsilon_upper);
 

@@ -1,5 +1,6 @@
 #include "models/training_ledger.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,9 +91,15 @@ TEST(TrainingLedgerTest, EpsilonObjectHasRdpAndApproximateGdp) {
   EXPECT_TRUE((*json)["gdp"]["approximate"].get<bool>());
   // The paper's moments-accountant value is 1.19 (classic conversion, older orders); the
   // improved conversion on a finer grid can only be lower, and not by much.
-  EXPECT_LT(upper, 1.19);
-  EXPECT_GT(upper, 0.9);
-  EXPECT_EQ((*json)["rdp"]["epsilon"].get<double>(), upper);
+  EXPECT_LT((*json)["rdp"]["epsilon"].get<double>(), 1.19);
+  EXPECT_GT((*json)["rdp"]["epsilon"].get<double>(), 0.9);
+  // The headline bound is the smaller certified upper bound, PLD here (tighter than RDP),
+  // and PLD's certified lower bound lies below it.
+  ASSERT_TRUE(json->contains("pld"));
+  double pld_upper = (*json)["pld"]["epsilon"].get<double>();
+  EXPECT_EQ(upper, std::min(pld_upper, (*json)["rdp"]["epsilon"].get<double>()));
+  EXPECT_LT(pld_upper, (*json)["rdp"]["epsilon"].get<double>());
+  EXPECT_LE((*json)["pld"]["epsilon_lower"].get<double>(), pld_upper);
 }
 
 TEST(TrainingLedgerTest, EmptyLedgerHasZeroEpsilon) {
@@ -115,8 +122,11 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
     for (int s = 0; s < 2000; ++s) {
       ASSERT_TRUE(ledger->AppendStep(s, 256.0 / 60000, {{1.0, *sigma * factor}}).ok());
     }
-    double upper = 0;
-    ASSERT_TRUE(LedgerEpsilon(path, 1e-5, &upper).ok());
+    double headline = 0;
+    auto json = LedgerEpsilon(path, 1e-5, &headline);
+    ASSERT_TRUE(json.ok());
+    double upper = (*json)["rdp"]["epsilon"].get<double>();  // calibration is by RDP
+    EXPECT_LE(headline, upper);
     if (factor == 1.0) {
       EXPECT_LE(upper, 2.0);
     } else {

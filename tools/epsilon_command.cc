@@ -56,7 +56,7 @@ DPKIT_REGISTER_COMMAND((Command{
     "rdp is a certified upper bound; gdp (mu_CLT, Bu et al. 2020) is a CLT "
     "approximation, not an upper bound.",
     {"sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps", "epochs",
-     "delta", "accountant", "format"},
+     "delta", "accountant", "format", "epsilon_tolerance"},
     &RunEpsilon}));
 
 }  // namespace dpkit::tools

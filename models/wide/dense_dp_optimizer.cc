@@ -46,6 +46,16 @@ void DenseDpOptimizer::Step(absl::Span<const float> per_example, int64_t batch,
     const double factor = norm > clip_norm_ ? clip_norm_ / norm : 1.0;
     for (size_t i = 0; i < n; ++i) gradient_[i] += factor * g[i];
   }
+  StepWithClippedSum(absl::MakeSpan(gradient_), params, rng);
+}
+
+void DenseDpOptimizer::StepWithClippedSum(absl::Span<double> clipped_sum,
+                                          absl::Span<float> params,
+                                          mechanisms::RandomGenerator& rng) {
+  const size_t n = static_cast<size_t>(num_params_);
+  if (clipped_sum.data() != gradient_.data()) {
+    std::copy(clipped_sum.begin(), clipped_sum.end(), gradient_.begin());
+  }
   if (noise_multiplier_ > 0) {
     mechanisms::AddGaussian(rng, noise_multiplier_ * clip_norm_, gradient_.data(), n);
   }

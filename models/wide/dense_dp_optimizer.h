@@ -30,6 +30,12 @@ class DenseDpOptimizer {
   void Step(absl::Span<const float> per_example, int64_t batch, absl::Span<float> params,
             mechanisms::RandomGenerator& rng);
 
+  // The same step when the caller has already clipped each example to clip_norm and
+  // summed (e.g. sparse embedding gradients accumulated row by row): `clipped_sum` has
+  // num_params entries; last_gradient() then holds the noisy average.
+  void StepWithClippedSum(absl::Span<double> clipped_sum, absl::Span<float> params,
+                          mechanisms::RandomGenerator& rng);
+
   // The noisy average gradient of the last step (for tests).
   const std::vector<double>& last_gradient() const { return gradient_; }
 
