@@ -1,0 +1,60 @@
+// PLD accountant speed: epsilon of DP-SGD at T = 1e4 (Bu et al. Table 1 row sigma 1.1,
+// 60 epochs), 1e5 and 1e6 steps, and noise calibration.
+//
+// gate/...: fixed work for the CI gate (callgrind instruction count), kept small so that
+// callgrind finishes in a few seconds.
+#include <cstdint>
+
+#include "accounting/calibrate.h"
+#include "accounting/event.h"
+#include "accounting/pld.h"
+#include "benchmark/benchmark.h"
+
+namespace dpkit::accounting {
+namespace {
+
+// Arg: steps. q and sigma as in the issue: T = 14063 is the Table 1 row (q = 256/60000,
+// sigma = 1.1); 1e5 and 1e6 use q = 0.001, sigma = 1.5.
+void BM_PldEpsilon(benchmark::State& state) {
+  const int64_t steps = state.range(0);
+  const bool table_row = steps == 14063;
+  const Event event = *DpSgdEvent(table_row ? 256.0 / 60000 : 0.001,
+                                  table_row ? 1.1 : 1.5, steps);
+  for (auto _ : state) {
+    auto bounds = PldEpsilon(event, 1e-5);
+    benchmark::DoNotOptimize(bounds);
+  }
+}
+BENCHMARK(BM_PldEpsilon)->Arg(14063)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+void BM_CalibratePld(benchmark::State& state) {
+  for (auto _ : state) {
+    auto c = CalibrateNoiseMultiplier(2.0, 1e-5, 256.0 / 60000, 14063, Accountant::kPld);
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(BM_CalibratePld)->Unit(benchmark::kMillisecond);
+
+void GatePldEpsilon(benchmark::State& state) {
+  const Event event = *DpSgdEvent(0.01, 1.0, state.range(0));
+  PldOptions options;
+  options.epsilon_tolerance = 1e-3;
+  for (auto _ : state) {
+    auto bounds = PldEpsilon(event, 1e-5, options);
+    benchmark::DoNotOptimize(bounds);
+  }
+}
+BENCHMARK(GatePldEpsilon)->Name("gate/pld_epsilon")->Arg(1000)->Iterations(1);
+
+void GateCalibrate(benchmark::State& state) {
+  for (auto _ : state) {
+    auto c = CalibrateNoiseMultiplier(4.0, 1e-5, 0.1, 10, Accountant::kPld);
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(GateCalibrate)->Name("gate/calibrate_pld")->Iterations(1);
+
+}  // namespace
+}  // namespace dpkit::accounting
+
+BENCHMARK_MAIN();
