@@ -46,6 +46,13 @@ absl::StatusOr<json> PldEpsilonJson(const accounting::Event& event, double delta
   } else {
     out["gap"] = JsonNumber(bounds->epsilon_upper - bounds->epsilon_lower);
   }
+  // Minimum of type I + type II error over all tests of "record in" vs "record out":
+  // 1 - TV = 1 - delta(0) (Dong, Roth, Su 2019, Prop. 2.12 at eps = 0; Bu et al. 2020,
+  // Sec. 5). With the certified delta bounds this is a certified interval.
+  auto tv = accounting::PldDelta(event, 0.0, *options);
+  if (!tv.ok()) return absl::FailedPreconditionError(tv.error());
+  out["min_error_lower"] = JsonNumber(1 - tv->delta_upper);
+  out["min_error_upper"] = JsonNumber(1 - tv->delta_lower);
   return out;
 }
 
@@ -65,7 +72,9 @@ std::string PldText(const json& r) {
     if (r["epsilon_upper"].is_null()) return "epsilon = inf (no finite bound)";
     return absl::StrCat("epsilon = ", FormatNumber(r["epsilon_upper"].get<double>()),
                         "  (certified upper bound; exact value >= ",
-                        FormatNumber(r["epsilon_lower"].get<double>()), ")");
+                        FormatNumber(r["epsilon_lower"].get<double>()),
+                        "); min type I + type II error >= ",
+                        FormatNumber(r["min_error_lower"].get<double>()));
   }
   return absl::StrCat("delta = ", FormatNumber(r["delta_upper"].get<double>()),
                       "  (certified upper bound; exact value >= ",
