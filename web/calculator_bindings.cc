@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "accounting/calibrate.h"
 #include "accounting/event.h"
 #include "accounting/gdp.h"
 #include "accounting/pld.h"
@@ -70,7 +71,7 @@ std::string AccountantRange() {
 
 // The accountants that can calibrate a noise multiplier in this build.
 const std::vector<std::string>& CalibrationAccountants() {
-  static const auto* const kNames = new std::vector<std::string>{"gdp"};
+  static const auto* const kNames = new std::vector<std::string>{"rdp", "gdp"};
   return *kNames;
 }
 
@@ -275,21 +276,19 @@ Json HandleCalibrate(const Json& request) {
     return Failure("accountant must be one of: " + CalibrationRange());
   }
   const std::string accountant = it->get<std::string>();
-  if (accountant == "gdp") {
-    // Bu et al. 2020, eqs. (3.3)-(3.4): APPROXIMATE (CLT).
-    Result<double> sigma =
-        accounting::CltNoiseMultiplier(*target_epsilon, *delta, *sampling_rate, *steps);
-    if (!sigma.ok()) return Failure(sigma.error());
-    Json slot = GdpSlot(*sampling_rate, *sigma, *steps, *delta);
-    if (slot.contains("error")) return Failure(slot["error"].get<std::string>());
-    return Json{{"ok", true},
-                {"result",
-                 {{"noise_multiplier", *sigma},
-                  {"epsilon", slot["epsilon"]},
-                  {"accountant", "gdp"},
-                  {"approximate", true}}}};
-  }
-  return Failure("accountant must be one of: " + CalibrationRange());
+  // The same search as `dpkit calibrate` (//accounting:calibrate): the returned noise
+  // multiplier meets the target when re-accounted and is within 0.1 % of the smallest.
+  const accounting::Accountant which =
+      accountant == "rdp" ? accounting::Accountant::kRdp : accounting::Accountant::kGdp;
+  Result<accounting::Calibration> calibration = accounting::CalibrateNoiseMultiplier(
+      *target_epsilon, *delta, *sampling_rate, *steps, which);
+  if (!calibration.ok()) return Failure(calibration.error());
+  Json result = {{"noise_multiplier", calibration->noise_multiplier},
+                 {"epsilon", calibration->epsilon},
+                 {"accountant", accountant}};
+  // GDP here is the CLT of Bu et al. 2020 (eq. 3.1): an approximation, not a bound.
+  if (accountant == "gdp") result["approximate"] = true;
+  return Json{{"ok", true}, {"result", result}};
 }
 
 Json Dispatch(const Json& request) {

@@ -170,17 +170,26 @@ TEST(CalculatorBindingsTest, TradeoffAcceptsExplicitAlphas) {
   EXPECT_NEAR(reply["result"]["approx_dp"][1].get<double>(), 0.25, 1e-15);
 }
 
-TEST(CalculatorBindingsTest, GdpCalibrationReachesTheTargetEpsilon) {
-  Json reply = Call({{"op", "calibrate"}, {"target_epsilon", 2.0}, {"delta", 1e-5},
-                     {"sampling_rate", 256.0 / 60000.0}, {"steps", 14063},
-                     {"accountant", "gdp"}});
-  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
-  const double sigma = reply["result"]["noise_multiplier"];
-  // Independent check: eq. (3.1) mu from the returned sigma, then the reply's epsilon must be
-  // the target (the root is solved to about 1e-10 relative; 1e-6 leaves room).
-  EXPECT_NEAR(reply["result"]["epsilon"].get<double>(), 2.0, 2e-6);
-  EXPECT_GT(sigma, 1.1);  // eps(sigma = 1.1) = 2.32 > 2, and eps falls as sigma grows.
-  EXPECT_TRUE(reply["result"]["approximate"].get<bool>());
+TEST(CalculatorBindingsTest, CalibrationMeetsTheTargetAndIsNearlySmallest) {
+  for (const char* accountant : {"gdp", "rdp"}) {
+    SCOPED_TRACE(accountant);
+    const double q = 256.0 / 60000.0;
+    Json reply = Call({{"op", "calibrate"}, {"target_epsilon", 2.0}, {"delta", 1e-5},
+                       {"sampling_rate", q}, {"steps", 14063}, {"accountant", accountant}});
+    ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+    const double sigma = reply["result"]["noise_multiplier"];
+    EXPECT_GT(sigma, 1.1);  // eps(sigma = 1.1) > 2 for both, and eps falls as sigma grows.
+    // Re-account through the epsilon operation: the returned sigma meets the target, and
+    // sigma * (1 - 0.1 %) does not (the calibration contract of //accounting:calibrate).
+    auto epsilon_at = [&](double s) {
+      Json check = Call({{"op", "epsilon"}, {"sampling_rate", q}, {"noise_multiplier", s},
+                         {"steps", 14063}, {"delta", 1e-5}, {"accountants", {accountant}}});
+      return check["result"][accountant]["epsilon"].get<double>();
+    };
+    EXPECT_LE(epsilon_at(sigma), 2.0);
+    EXPECT_GT(epsilon_at(sigma * (1 - 1e-3)), 2.0);
+    EXPECT_DOUBLE_EQ(reply["result"]["epsilon"].get<double>(), epsilon_at(sigma));
+  }
 }
 
 TEST(CalculatorBindingsTest, CalibrationRejectsUnknownAccountant) {

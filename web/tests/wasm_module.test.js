@@ -99,9 +99,12 @@ test('a GDP calibration reaches its target', async () => {
   const reply = dpkitCall(module, {op: 'calibrate', target_epsilon: 2, delta: 1e-5,
     sampling_rate: 256 / 60000, steps: 14063, accountant: 'gdp'});
   assert.strictEqual(reply.ok, true, JSON.stringify(reply));
-  assertClose(assert, reply.result.epsilon, 2, 1e-6, 'calibrated epsilon');
+  // //accounting:calibrate's contract: meets the target, within 0.1 % of the smallest sigma.
+  assert.ok(reply.result.epsilon <= 2 && reply.result.epsilon >= 2 * (1 - 1e-3),
+            'calibrated epsilon ' + reply.result.epsilon);
   const check = dpkitCall(module, {op: 'epsilon', sampling_rate: 256 / 60000,
     noise_multiplier: reply.result.noise_multiplier, steps: 14063, delta: 1e-5,
     accountants: ['gdp']});
-  assertClose(assert, check.result.gdp.epsilon, 2, 1e-6, 're-accounted epsilon');
+  assertClose(assert, check.result.gdp.epsilon, reply.result.epsilon, 1e-12,
+              're-accounted epsilon');
 });
