@@ -63,26 +63,6 @@ const Tables& ZigguratTables() {
   return *tables;
 }
 
-// A small local buffer of random words so that the hot loop does not make a
-// virtual call per sample.
-class WordBuffer {
- public:
-  explicit WordBuffer(RandomGenerator& rng) : rng_(rng) {}
-  uint64_t Next() {
-    if (position_ == kSize) {
-      rng_.Fill(words_, kSize);
-      position_ = 0;
-    }
-    return words_[position_++];
-  }
-
- private:
-  static constexpr size_t kSize = 256;
-  RandomGenerator& rng_;
-  uint64_t words_[kSize];
-  size_t position_ = kSize;
-};
-
 // One standard normal draw (Doornik 2005, "ZIGNOR", with 256 layers): the low 8
 // bits pick the layer, bit 8 the sign, the top 53 bits the position.
 template <typename Words>
@@ -114,7 +94,7 @@ inline double ZigguratSample(const Tables& t, Words& words) {
 template <typename T, bool kAdd>
 void FillImpl(RandomGenerator& rng, double stddev, T* out, size_t n) {
   const Tables& t = ZigguratTables();
-  WordBuffer words(rng);
+  BufferedWords<256> words(rng);
   for (size_t i = 0; i < n; ++i) {
     const double z = stddev * ZigguratSample(t, words);
     if constexpr (kAdd) {

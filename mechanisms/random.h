@@ -54,6 +54,27 @@ inline double WordToUniformDoubleOpenAtZero(uint64_t word) {
   return static_cast<double>((word >> 11) + 1) * 0x1.0p-53;
 }
 
+// Hands out a generator's words from a local buffer of kSize, refilled with one Fill()
+// call, so that hot per-sample loops make no virtual call per word. Words come out in
+// the generator's order. Holds a reference: the generator must outlive it.
+template <size_t kSize>
+class BufferedWords {
+ public:
+  explicit BufferedWords(RandomGenerator& rng) : rng_(rng) {}
+  uint64_t Next() {
+    if (position_ == kSize) {
+      rng_.Fill(words_, kSize);
+      position_ = 0;
+    }
+    return words_[position_++];
+  }
+
+ private:
+  RandomGenerator& rng_;
+  uint64_t words_[kSize];
+  size_t position_ = kSize;
+};
+
 // A uniform integer in [0, bound) without modulo bias (Lemire 2019, "Fast random
 // integer generation in an interval", Algorithm 5). Requires bound > 0.
 uint64_t UniformUint64Below(RandomGenerator& rng, uint64_t bound);

@@ -36,24 +36,6 @@ absl::Status NonFiniteScore(size_t i, double score) {
       absl::StrCat("scores must be finite, got ", score, " at index ", i));
 }
 
-// Buffered words so the per-candidate loop makes no virtual call.
-class Words {
- public:
-  explicit Words(RandomGenerator& rng) : rng_(rng) {}
-  uint64_t Next() {
-    if (position_ == kSize) {
-      rng_.Fill(words_, kSize);
-      position_ = 0;
-    }
-    return words_[position_++];
-  }
-
- private:
-  static constexpr size_t kSize = 512;
-  RandomGenerator& rng_;
-  uint64_t words_[kSize];
-  size_t position_ = kSize;
-};
 
 // Uniform in the open interval (0, 1): (k + 1/2) 2^-53.
 inline double OpenUniform(uint64_t w) { return (static_cast<double>(w >> 11) + 0.5) * 0x1.0p-53; }
@@ -85,7 +67,7 @@ absl::StatusOr<size_t> PrivateSelection::SelectImpl(absl::Span<const T> scores,
   // argmax_i c u_i + N_i with c = eps / (2 Delta) (eps / Delta when monotonic) and
   // N_i standard Gumbel / Exp(1) / Laplace(1): the three samplers above, rescaled.
   const double c = epsilon_ / ((monotonic_ ? 1.0 : 2.0) * sensitivity_);
-  Words words(rng);
+  BufferedWords<512> words(rng);
   size_t best = 0;
   double best_value = -INFINITY;
   for (size_t i = 0; i < scores.size(); ++i) {
@@ -177,7 +159,7 @@ absl::StatusOr<std::vector<size_t>> TopKSelection::SelectImpl(absl::Span<const T
   }
   // Each of the k selections is an exponential mechanism with eps/k.
   const double c = epsilon_ / static_cast<double>(k_) / ((monotonic_ ? 1.0 : 2.0) * sensitivity_);
-  Words words(rng);
+  BufferedWords<512> words(rng);
   std::vector<size_t> selected;
   selected.reserve(k_);
   if (method_ == TopKMethod::kPeeling) {
