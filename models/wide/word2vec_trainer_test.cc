@@ -1,27 +1,47 @@
+#include <algorithm>
 #include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
 #include <random>
 #include <string>
 
+#include "accounting/conversions.h"
+#include "accounting/event.h"
+#include "accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "models/trainer_registry.h"
+#include "models/wide/brown_corpus.h"
+#include "models/wide/trainer_testing.h"
 #include "models/wide/wide_testing.h"
+#include "nlohmann/json.hpp"
 
 namespace dpkit::models {
 namespace {
 
-// A tagged-Brown-format corpus of 1,200 distinct letter-only words (the trainer needs a
-// 1,000-word vocabulary), 40,000 tokens in one file.
-std::string WriteSyntheticCorpus() {
-  const std::string dir = wide::TestPath("synthetic_brown");
-  wide::MakeTestDirectory(dir);
+// The 40,000 tokens of a synthetic corpus of 1,200 distinct letter-only words (the trainer
+// needs a 1,000-word vocabulary); a few of them ("we", "who", "was", "why") are stop words.
+std::vector<std::string> SyntheticWords() {
   std::mt19937_64 engine(5);
   std::uniform_int_distribution<int> word(0, 1199);
-  std::ofstream out(dir + "/ca01");
+  std::vector<std::string> words;
   for (int i = 0; i < 40000; ++i) {
     const int w = i < 1200 ? i : word(engine);
     std::string text = "w";
     for (int k = w; k > 0 || text.size() == 1; k /= 26) text.push_back(static_cast<char>('a' + k % 26));
-    out << text << "/nn" << ((i % 20 == 19) ? " ./.\n\n" : " ");
+    words.push_back(text);
+  }
+  return words;
+}
+
+// SyntheticWords() in tagged-Brown format, in one file.
+std::string WriteSyntheticCorpus() {
+  const std::string dir = wide::TestPath("synthetic_brown");
+  wide::MakeTestDirectory(dir);
+  std::ofstream out(dir + "/ca01");
+  const std::vector<std::string> words = SyntheticWords();
+  for (size_t i = 0; i < words.size(); ++i) {
+    out << words[i] << "/nn" << ((i % 20 == 19) ? " ./.\n\n" : " ");
   }
   return dir;
 }
@@ -39,7 +59,7 @@ TrainOptions SmallRun(const std::string& algorithm, const std::string& output_di
                    {"selection_epsilon", "1"},      {"selection_threshold", "1"},
                    {"selection_clip_norm", "10"},   {"second_clip_norm", "1"},
                    {"canaries", "5"},               {"canary_repeats", "2"},
-                   {"reference_phrases", "100"}};
+                   {"reference_phrases", "100"},    {"oov", "unk"}};
   return o;
 }
 
@@ -56,9 +76,100 @@ TEST(Word2VecTrainerTest, EveryAlgorithmRunsAndWritesCurvesAndSummary) {
   }
 }
 
+// summary.json's ledger_epsilon is the ledger file re-accounted by //accounting:rdp (as
+// `dpkit ledger` does): equal to the RDP epsilon of the event the sparse algorithm's steps
+// are, built here by hand from the run's parameters (selected_rows 50 picks of an
+// exponential mechanism with epsilon 1/50 each, which are 1/50-bounded-range, composed with
+// the Gaussian of z = 1, Poisson-sampled at the run's q, `steps` times). Relative
+// tolerance 1e-9: both sides are the same certified RDP computation of the same event, so
+// only a ledger that records, merges or reads the steps wrongly can make them differ.
+TEST(Word2VecTrainerTest, SparseLedgerEpsilonIsTheRdpOfTheRecordedSteps) {
+  const std::string out = wide::TestPath("w2v_sparse_ledger");
+  ASSERT_TRUE(FindTrainer("word2vec")->run(SmallRun("dp-sparse-em", out)).ok());
+  std::ifstream in(out + "/summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  const int64_t steps = summary.at("steps").get<int64_t>();
+  const double q = summary.at("sampling_rate").get<double>();
+  ASSERT_EQ(steps, 4);
+  EXPECT_EQ(wide::ReadJsonLines(out + "/ledger.jsonl").size(), 4u);
+  ASSERT_FALSE(summary.at("ledger_epsilon").contains("error")) << summary["ledger_epsilon"];
+
+  auto pick = accounting::Event::BoundedRange(1.0 / 50);
+  ASSERT_TRUE(pick.ok());
+  auto selection = accounting::Event::SelfComposed(*pick, 50);
+  auto gaussian = accounting::Event::Gaussian(1.0);
+  ASSERT_TRUE(selection.ok() && gaussian.ok());
+  auto composed = accounting::Event::Composed({*selection, *gaussian});
+  ASSERT_TRUE(composed.ok());
+  auto sampled = accounting::Event::PoissonSampled(q, *composed);
+  ASSERT_TRUE(sampled.ok());
+  auto run = accounting::Event::SelfComposed(*sampled, steps);
+  ASSERT_TRUE(run.ok());
+  const std::vector<double> orders = accounting::DefaultRdpOrders();
+  auto rdp = accounting::ComputeRdp(*run, orders);
+  ASSERT_TRUE(rdp.ok());
+  auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, 1e-5);
+  ASSERT_TRUE(eps.ok());
+  const double reported = summary["ledger_epsilon"].at("rdp").at("epsilon").get<double>();
+  EXPECT_NEAR(reported, eps->epsilon, 1e-9 * eps->epsilon);
+  // The optimizer's own RDP figure (optim/sparse:sparse_privacy, from the parameters, not
+  // the file) is of the same event, and strong composition is looser.
+  EXPECT_NEAR(summary.at("epsilon").at("rdp").get<double>(), eps->epsilon, 1e-9 * eps->epsilon);
+  EXPECT_LT(reported, summary["epsilon"].at("strong_composition").get<double>());
+}
+
 TEST(Word2VecTrainerTest, RejectsUnknownAlgorithm) {
   EXPECT_EQ(FindTrainer("word2vec")->run(SmallRun("adam", "")).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Word2VecTrainerTest, RejectsUnknownOovPolicyInOneLine) {
+  TrainOptions o = SmallRun("sgd", "");
+  o.extra_flags["oov"] = "keep";
+  const absl::Status status = FindTrainer("word2vec")->run(o);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("--oov must be unk or drop"), std::string::npos) << status;
+}
+
+// Sample counts of --oov=unk and --oov=drop against a direct count over the synthetic
+// tokens: one document, window 2, so a stream of m ids gives m - 4 samples; with unk the
+// stream is every non-stop token, with drop only the tokens of the 1,000 most frequent
+// non-stop words (ties alphabetical).
+TEST(Word2VecTrainerTest, OovUnkKeepsEveryNonStopTokenAndDropOnlyVocabularyWords) {
+  std::map<std::string, int64_t> counts;
+  int64_t non_stop = 0;
+  for (const std::string& w : SyntheticWords()) {
+    if (wide::EnglishStopWords().contains(w)) continue;
+    ++non_stop;
+    ++counts[w];
+  }
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [w, c] : counts) ranked.push_back({-c, w});
+  std::sort(ranked.begin(), ranked.end());
+  int64_t in_vocabulary = 0;
+  for (size_t i = 0; i < 1000; ++i) in_vocabulary += -ranked[i].first;
+  ASSERT_LT(non_stop, 40000);  // the corpus does hold stop words
+
+  TrainOptions o = SmallRun("sgd", wide::TestPath("w2v_unk"));
+  o.extra_flags["canaries"] = "0";
+  ASSERT_TRUE(FindTrainer("word2vec")->run(o).ok());
+  std::ifstream unk_in(o.output_dir + "/summary.json");
+  const nlohmann::json unk = nlohmann::json::parse(unk_in);
+  EXPECT_EQ(unk.at("oov").get<std::string>(), "unk");
+  const int64_t unk_samples = non_stop - 4;
+  EXPECT_EQ(unk.at("corpus_samples").get<int64_t>(), unk_samples);
+  // 2:1:2 split (fewer than 500,000 samples).
+  EXPECT_EQ(unk.at("train_samples").get<int64_t>(), unk_samples * 2 / 5);
+  EXPECT_EQ(unk.at("valid_samples").get<int64_t>(), unk_samples / 5);
+  EXPECT_EQ(unk.at("test_samples").get<int64_t>(), unk_samples - unk_samples * 2 / 5 - unk_samples / 5);
+
+  o.output_dir = wide::TestPath("w2v_drop");
+  o.extra_flags["oov"] = "drop";
+  ASSERT_TRUE(FindTrainer("word2vec")->run(o).ok());
+  std::ifstream drop_in(o.output_dir + "/summary.json");
+  const nlohmann::json drop = nlohmann::json::parse(drop_in);
+  EXPECT_EQ(drop.at("corpus_samples").get<int64_t>(), in_vocabulary - 4);
+  EXPECT_LT(in_vocabulary, non_stop);
 }
 
 }  // namespace

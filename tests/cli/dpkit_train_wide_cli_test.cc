@@ -23,6 +23,12 @@ TEST(DpkitTrainWideCliTest, MissingDataDirIsAUsageError) {
   ExpectUsageError("train imdb --data_dir=" + missing, "--data_dir");
   ExpectUsageError("train movielens --data_dir=" + missing, missing + "/ratings.dat");
   ExpectUsageError("train movielens --data_dir=" + missing, "--data_dir");
+  ExpectUsageError("train adult --data_dir=" + missing, missing + "/a9a");
+  ExpectUsageError("train adult --data_dir=" + missing, "--data_dir");
+}
+
+TEST(DpkitTrainWideCliTest, BadAdultSplitIsAUsageError) {
+  ExpectUsageError("train adult --adult_split=random", "--adult_split must be kfold or a9a");
 }
 
 }  // namespace
