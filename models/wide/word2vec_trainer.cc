@@ -352,6 +352,14 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
     train_curve.push_back(MeanLoss(model, data.train, static_cast<int>(num_negatives), 101));
     valid_curve.push_back(MeanLoss(model, data.valid, static_cast<int>(num_negatives), 202));
     test_curve.push_back(MeanLoss(model, data.test, static_cast<int>(num_negatives), 303));
+    if (!std::isfinite(train_curve.back()) || !std::isfinite(valid_curve.back()) ||
+        !std::isfinite(test_curve.back())) {
+      // A diverged model has nothing to report (and no NaN is ever printed); the ledger
+      // written so far stays: those steps did run.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training diverged in epoch ", epoch, " (non-finite loss); lower --learning_rate (got ",
+          learning_rate, ")"));
+    }
     nlohmann::json line{{"epoch", epoch},         {"step", step},
                         {"train_loss", train_curve.back()}, {"valid_loss", valid_curve.back()},
                         {"test_loss", test_curve.back()},   {"epsilon", privacy(step)}};

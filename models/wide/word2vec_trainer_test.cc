@@ -123,6 +123,21 @@ TEST(Word2VecTrainerTest, RejectsUnknownAlgorithm) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Word2VecTrainerTest, DivergenceIsAOneLineErrorNotNaNOutput) {
+  TrainOptions o = SmallRun("sgd", wide::TestPath("w2v_diverged"));
+  o.learning_rate = 1e30;
+  o.extra_flags["canaries"] = "0";
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("word2vec")->run(o);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("--learning_rate"), std::string::npos) << status;
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status;
+  EXPECT_EQ(out.find("null"), std::string::npos) << out;
+  EXPECT_EQ(out.find("nan"), std::string::npos) << out;
+  EXPECT_FALSE(std::ifstream(o.output_dir + "/summary.json").good());
+}
+
 TEST(Word2VecTrainerTest, RejectsUnknownOovPolicyInOneLine) {
   TrainOptions o = SmallRun("sgd", "");
   o.extra_flags["oov"] = "keep";
