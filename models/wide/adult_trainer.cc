@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/dp_step_options.h"
 #include "models/dp_training_loop.h"
 #include "models/trainer_registry.h"
 #include "models/wide/libsvm.h"
@@ -156,10 +158,16 @@ absl::Status TrainAdult(const TrainOptions& o) {
   return RunDpTraining(o, defaults, task);
 }
 
+std::vector<std::string> AdultFlags() {
+  std::vector<std::string> flags = DpStepFlagNames();
+  flags.push_back("adult_split");
+  return flags;
+}
+
 }  // namespace
 }  // namespace dpkit::models::wide
 
 DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "adult",
     "1-hidden-layer MLP on Adult (LIBSVM a9a in --data_dir), NoisySGD (Bu et al. 2020)",
-    {"adult_split"}, &dpkit::models::wide::TrainAdult}));
+    dpkit::models::wide::AdultFlags(), &dpkit::models::wide::TrainAdult}));

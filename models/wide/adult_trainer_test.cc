@@ -2,10 +2,15 @@
 // (synthetic: 600 training / 200 test lines, 123 binary features, 42.5 % / 46 % positive).
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "accounting/conversions.h"
+#include "accounting/event.h"
+#include "accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "models/trainer_registry.h"
 #include "models/wide/trainer_testing.h"
@@ -128,6 +133,136 @@ TEST(AdultTrainerTest, TargetEpsilonCalibratesSigmaFromTheAccountant) {
   const double eps = metrics.back()["epsilon"]["rdp"]["epsilon"].get<double>();
   EXPECT_LE(eps, 1.5);
   EXPECT_GT(eps, 1.45);
+}
+
+// The privacy-step options of the shared loop (models/dp_step_options.h), through the
+// cheapest of its trainers. Ledger and epsilon are checked as above: whatever the records
+// (microbatch averages, per-layer or joint clipping), the collapsed noise multiplier of a
+// step's queries is sigma (optim/clipping.h), so epsilon is that of DpSgdEvent(q, sigma, T).
+TEST(AdultTrainerTest, MicrobatchesRecordSensitivityTwoCAtTheSameEpsilon) {
+  TrainOptions o = AdultOptions("adult_micro", "a9a");
+  o.batch_size = 60;
+  o.epochs = 1;
+  o.noise_multiplier = 1.1;
+  o.extra_flags["microbatch_size"] = "4";
+  o.extra_flags["physical_batch_size"] = "10";  // slices of whole microbatches
+  o.given_flags.insert("physical_batch_size");
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("adult")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0]["microbatch_size"].get<int64_t>(), 4);
+  // Queries {2C, 2 sigma C}: ExpectLedgerAccounted with clip norm 2C = 2.
+  ExpectLedgerAccounted(ReadJsonLines(o.output_dir + "/ledger.jsonl"), metrics[0], 0.1, 1.1,
+                        2.0, 1e-5);
+}
+
+TEST(AdultTrainerTest, PerLayerAndJointClippingKeepTheCollapsedNoiseMultiplier) {
+  for (const std::string mode : {"per_layer", "joint"}) {
+    TrainOptions o = AdultOptions("adult_" + mode, "a9a");
+    o.batch_size = 100;
+    o.epochs = 1;
+    o.noise_multiplier = 0.9;
+    o.clip_norm = 2;
+    o.extra_flags["clipping"] = mode;
+    if (mode == "joint") {
+      o.extra_flags["clipping_groups"] = "hidden;output";
+      o.extra_flags["clipping_scales"] = "1,0.5";
+    }
+    testing::internal::CaptureStdout();
+    const absl::Status status = FindTrainer("adult")->run(o);
+    testing::internal::GetCapturedStdout();
+    ASSERT_TRUE(status.ok()) << mode << ": " << status;
+    const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+    ASSERT_EQ(metrics.size(), 1u) << mode;
+    const std::vector<nlohmann::json> ledger = ReadJsonLines(o.output_dir + "/ledger.jsonl");
+    ASSERT_EQ(static_cast<int64_t>(ledger.size()), metrics[0]["step"].get<int64_t>()) << mode;
+    if (mode == "joint") {
+      // One query {C, sigma C} for the rescaled record (McMahan et al. 2018, Sec. 3).
+      ExpectLedgerAccounted(ledger, metrics[0], 100.0 / 600, 0.9, 2.0, 1e-5);
+      continue;
+    }
+    // per_layer: one query per layer {C / sqrt(2), sigma C}; collapsed
+    // z = (sum_g (C_g / s_g)^2)^(-1/2) = sigma (McMahan et al. 2018, eq. (1)).
+    for (const nlohmann::json& line : ledger) {
+      ASSERT_EQ(line.at("queries").size(), 2u);
+      double inverse_z2 = 0;
+      for (const nlohmann::json& query : line["queries"]) {
+        EXPECT_NEAR(query.at("clip_norm").get<double>(), 2 / std::sqrt(2.0), 1e-12);
+        EXPECT_NEAR(query.at("noise_stddev").get<double>(), 0.9 * 2, 1e-12);
+        inverse_z2 += std::pow(query["clip_norm"].get<double>() / query["noise_stddev"].get<double>(), 2);
+      }
+      EXPECT_NEAR(1 / std::sqrt(inverse_z2), 0.9, 1e-12);
+    }
+    auto event = accounting::DpSgdEvent(100.0 / 600, 0.9, metrics[0]["step"].get<int64_t>());
+    ASSERT_TRUE(event.ok());
+    const std::vector<double> orders = accounting::DefaultRdpOrders();
+    auto rdp = accounting::ComputeRdp(*event, orders);
+    ASSERT_TRUE(rdp.ok());
+    auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, 1e-5);
+    ASSERT_TRUE(eps.ok());
+    EXPECT_NEAR(metrics[0]["epsilon"]["rdp"]["epsilon"].get<double>(), eps->epsilon,
+                1e-9 * eps->epsilon);
+  }
+}
+
+TEST(AdultTrainerTest, ShuffledBatchesWriteNoLedgerAndReportNoEpsilon) {
+  TrainOptions o = AdultOptions("adult_shuffled", "a9a");
+  o.batch_size = 160;  // floor(600 / 160) = 3 full batches per epoch
+  o.epochs = 2;
+  o.extra_flags["sampler"] = "shuffled";
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("adult")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 6);
+  EXPECT_TRUE(metrics.back()["epsilon"].is_null());
+  EXPECT_NE(metrics.back()["epsilon_note"].get<std::string>().find("not certified"),
+            std::string::npos);
+  EXPECT_EQ(metrics.back()["sampler"].get<std::string>(), "shuffled");
+  EXPECT_FALSE(std::ifstream(o.output_dir + "/ledger.jsonl").good());
+  // A Poisson resume of a shuffled run is refused (its steps are in no ledger).
+  o.resume = true;
+  o.epochs = 3;
+  o.extra_flags["sampler"] = "poisson";
+  const absl::Status resumed = FindTrainer("adult")->run(o);
+  EXPECT_EQ(resumed.code(), absl::StatusCode::kInvalidArgument) << resumed;
+  EXPECT_NE(resumed.message().find("--sampler=shuffled"), std::string::npos) << resumed;
+}
+
+TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"clipping", "ghost"}}, "--clipping must be flat, per_layer or joint"},
+      {{{"clipping", "joint"}, {"clipping_groups", "hidden;nosuch"}, {"clipping_scales", "1,1"}},
+       "unknown layer 'nosuch' (layers: hidden, output)"},
+      {{{"clipping", "joint"}, {"clipping_groups", "hidden"}, {"clipping_scales", "1"}},
+       "layer 'output' is in 0 groups"},
+      {{{"clipping", "joint"}}, "--clipping=joint needs --clipping_scales"},
+      {{{"clipping_scales", "1"}}, "need --clipping=joint"},
+      {{{"microbatch_size", "61"}}, "--microbatch_size must be in [1, batch_size = 60]"},
+      {{{"sampler", "random"}}, "--sampler must be poisson or shuffled"},
+  };
+  for (const auto& [flags, message] : cases) {
+    TrainOptions o = AdultOptions("adult_bad_step", "a9a");
+    o.batch_size = 60;
+    o.max_steps = 1;
+    for (const auto& [name, value] : flags) o.extra_flags[name] = value;
+    testing::internal::CaptureStdout();
+    const absl::Status status = FindTrainer("adult")->run(o);
+    testing::internal::GetCapturedStdout();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << message << ": " << status;
+    EXPECT_NE(status.message().find(message), std::string::npos) << status;
+    EXPECT_EQ(status.message().find('\n'), std::string::npos) << status;
+  }
+  TrainOptions o = AdultOptions("adult_bad_step", "a9a");
+  o.extra_flags["sampler"] = "shuffled";
+  o.target_epsilon = 1;
+  EXPECT_NE(FindTrainer("adult")->run(o).message().find("--target_epsilon needs --sampler=poisson"),
+            std::string::npos);
 }
 
 TEST(AdultTrainerTest, BadSplitAndMissingDataAreOneLineErrors) {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/dp_step_options.h"
 #include "models/dp_training_loop.h"
 #include "models/trainer_registry.h"
 #include "models/wide/imdb.h"
@@ -133,4 +134,4 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "imdb",
     "embedding 16 + average pooling + dense 16 on IMDb (aclImdb in --data_dir), NoisyAdam "
     "(Bu et al. 2020)",
-    {}, &dpkit::models::wide::TrainImdb}));
+    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainImdb}));

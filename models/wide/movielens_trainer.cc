@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/dp_step_options.h"
 #include "models/dp_training_loop.h"
 #include "models/trainer_registry.h"
 #include "models/wide/movielens.h"
@@ -168,4 +169,4 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "movielens",
     "NCF (GMF 5 + MLP 10) on MovieLens 1M (ratings.dat in --data_dir), NoisyAdam, test RMSE "
     "(Bu et al. 2020)",
-    {}, &dpkit::models::wide::TrainMovieLens}));
+    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainMovieLens}));
