@@ -96,10 +96,14 @@ absl::StatusOr<ImdbData> ReadImdb(const std::string& directory, int vocabulary_s
       split.labels.push_back(label);
       const size_t start = split.tokens.size();
       split.tokens.resize(start + static_cast<size_t>(length), 0);
+      // Keras' pad_sequences defaults (truncating='pre', padding='pre'), as their
+      // imdb_tutorial.py: the LAST `length` tokens, right-aligned after the padding.
       const size_t n = std::min(tokens.size(), static_cast<size_t>(length));
+      const size_t skip = tokens.size() - n;
+      const size_t pad = static_cast<size_t>(length) - n;
       for (size_t i = 0; i < n; ++i) {
-        auto it = ids.find(tokens[i]);
-        split.tokens[start + i] = it == ids.end() ? 1 : it->second;
+        auto it = ids.find(tokens[skip + i]);
+        split.tokens[start + pad + i] = it == ids.end() ? 1 : it->second;
       }
     }
   };

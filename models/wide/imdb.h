@@ -6,8 +6,9 @@
 // removed, lowercased, words = maximal runs of [a-z0-9']. The vocabulary is the
 // `vocabulary_size` most frequent TRAINING words (ties alphabetical); ids follow the
 // Keras convention: 0 padding, 1 out-of-vocabulary, 2 + rank for vocabulary words, so
-// ids are < vocabulary_size + 2. Each review keeps its first `length` tokens and is
-// padded with 0 at the end (Bu et al. 2020, Sec. 4: 10,000 words, length 256).
+// ids are < vocabulary_size + 2. Each review keeps its LAST `length` tokens, padded with 0
+// at the start: Keras' pad_sequences defaults (truncating and padding 'pre'), which Bu et
+// al.'s imdb_tutorial.py uses (their Sec. 4: 10,000 words, length 256).
 #ifndef DPKIT_MODELS_WIDE_IMDB_H_
 #define DPKIT_MODELS_WIDE_IMDB_H_
 

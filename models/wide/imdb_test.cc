@@ -19,14 +19,15 @@ TEST(ImdbTest, ReadsFolderLayoutWithVocabularyAndPadding) {
   }
   WriteTestFile("aclImdb/train/pos/0_9.txt", "good good film");
   WriteTestFile("aclImdb/train/neg/0_1.txt", "bad bad bad");
-  WriteTestFile("aclImdb/test/pos/0_8.txt", "good unseen");
+  WriteTestFile("aclImdb/test/pos/0_8.txt", "film good unseen good");
   WriteTestFile("aclImdb/test/neg/0_2.txt", "bad");
   auto data = ReadImdb(root, 2, 3);
   ASSERT_TRUE(data.ok()) << data.status();
   // Vocabulary of size 2: bad (3) -> 2, good (2) -> 3; film is out of vocabulary (1).
+  // Length 3 as Keras' pad_sequences: the last 3 tokens, zeros in front.
   EXPECT_EQ(data->train.labels, (std::vector<int>{0, 1}));
   EXPECT_EQ(data->train.tokens, (std::vector<int32_t>{2, 2, 2, 3, 3, 1}));
-  EXPECT_EQ(data->test.tokens, (std::vector<int32_t>{2, 0, 0, 3, 1, 0}));
+  EXPECT_EQ(data->test.tokens, (std::vector<int32_t>{0, 0, 2, 3, 1, 3}));
 }
 
 TEST(ImdbTest, MissingFolderIsNotFound) {
