@@ -26,10 +26,10 @@ ABSL_FLAG(int64_t, microbatch_size, 1,
 ABSL_FLAG(std::string, sampler, "poisson",
           "poisson (covered by the accountants) | shuffled (fixed-size shuffled batches: "
           "NOT covered, no epsilon is reported)");
-ABSL_FLAG(int64_t, physical_batch_size, 512,
+ABSL_FLAG(int64_t, physical_batch_size, 0,
           "largest number of examples per forward/backward (a logical Poisson batch is "
-          "split into physical batches; the privacy analysis is unchanged). Default: the "
-          "model's (512 for the MNIST family, 2048 for adult, imdb, movielens)");
+          "split into physical batches; the privacy analysis is unchanged); when not given, "
+          "the model's: 512 for the MNIST family, 2048 for adult, imdb, movielens");
 
 namespace dpkit::models {
 namespace {
