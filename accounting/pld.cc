@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <string>
@@ -117,18 +118,21 @@ std::string GridLimitError(int64_t need, int64_t limit, double h) {
 }
 
 // kBoundedRange: any eps-bounded-range mechanism (parameter eps); see BuildDirection.
-enum class Base { kGaussian, kLaplace, kRandomizedResponse, kBoundedRange };
+// kDiscreteGaussian: N_Z(0, sigma^2) on an integer query (parameter sigma, and
+// `sensitivity`); see DiscreteGaussianTails.
+enum class Base { kGaussian, kLaplace, kRandomizedResponse, kBoundedRange, kDiscreteGaussian };
 enum class Direction { kRemove, kAdd };
 
 // One component of a composition: a base mechanism, optionally Poisson subsampled.
 struct Mechanism {
   Base base;
-  double parameter;      // noise multiplier (Gaussian), scale (Laplace), eps (RR)
+  double parameter;      // noise multiplier (Gaussian), scale (Laplace), eps (RR), sigma (DG)
   double sampling_rate;  // 1 = not subsampled
   double rr_delta;       // ApproxDp delta (RR only)
+  int64_t sensitivity = 0;  // integer L2 sensitivity (discrete Gaussian only)
   bool operator<(const Mechanism& o) const {
-    return std::tie(base, parameter, sampling_rate, rr_delta) <
-           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta);
+    return std::tie(base, parameter, sampling_rate, rr_delta, sensitivity) <
+           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta, o.sensitivity);
   }
 };
 
@@ -142,18 +146,22 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
     case EventKind::kLaplace:
       (*out)[{Base::kLaplace, event.scale(), sampling_rate, 0}] += count;
       return OkResult();
+    case EventKind::kDiscreteGaussian:
+      (*out)[{Base::kDiscreteGaussian, event.sigma(), sampling_rate, 0,
+              event.sensitivity()}] += count;
+      return OkResult();
     case EventKind::kBoundedRange:
       if (sampling_rate < 1) {
-        return Error{"the pld accountant supports Poisson sampling only of gaussian and "
-                     "laplace events"};
+        return Error{"the pld accountant supports Poisson sampling only of gaussian, "
+                     "discrete_gaussian and laplace events"};
       }
       (*out)[{Base::kBoundedRange, event.epsilon(), 1.0, 0.0}] += count;
       return OkResult();
     case EventKind::kPureDp:
     case EventKind::kApproxDp:
       if (sampling_rate < 1) {
-        return Error{"the pld accountant supports Poisson sampling only of gaussian and "
-                     "laplace events"};
+        return Error{"the pld accountant supports Poisson sampling only of gaussian, "
+                     "discrete_gaussian and laplace events"};
       }
       (*out)[{Base::kRandomizedResponse, event.epsilon(), 1.0,
               event.kind() == EventKind::kApproxDp ? event.delta() : 0.0}] += count;
@@ -188,8 +196,15 @@ ld NormalUpper(ld z) { return 0.5L * std::erfc(z / std::sqrt(2.0L)); }
 // without the record and B with it: A(ell > t), A(ell <= t), B(ell > t), B(ell <= t)
 // (strict) or the same with >= / < (inclusive). The smaller of each pair is computed
 // directly so that it keeps full relative precision.
+// For the continuous bases every value is accurate to kCdfUlps ulps. A lattice base (the
+// discrete Gaussian) also states absolute error bounds a_err (on a_above and a_below) and
+// b_err, and `atoms`, a key of the set of atoms above the threshold: equal keys at two
+// thresholds mean that no atom lies between them, so the cell between is exactly empty
+// (NaN when not known: continuous bases, or an atom within rounding of the threshold).
 struct BaseTails {
   ld a_above, a_below, b_above, b_below;
+  ld a_err = 0, b_err = 0;
+  ld atoms = std::numeric_limits<ld>::quiet_NaN();
 };
 
 BaseTails GaussianTails(ld sigma, ld t) {
@@ -232,46 +247,291 @@ BaseTails LaplaceTails(ld b, ld t, bool inclusive) {
   return r;
 }
 
-BaseTails BaseTailsAt(const Mechanism& m, ld t, bool inclusive) {
+// Tail sums of the discrete Gaussian N_Z(0, s^2): p(x) = f(x) / Z on the integers,
+// f(x) = e^{-x^2/(2 s^2)}, Z = sum_x f(x) (Canonne, Kamath, Steinke 2020, Def. 1), with a
+// certified absolute error bound on every value. Only the small side U(k) = sum_{x>=k}
+// f(x), k >= 1, is computed; the other side is 1 minus it (or by symmetry x -> -x).
+//  * s <= kDirectSigma: U(k) is a suffix sum, summed from the far end in long double
+//    (all terms positive: relative error <= (number of terms) u, plus the exp rounding
+//    (x^2/(2 s^2) + 2) u per term), precomputed for k <= J = ceil(150.4 s) + 1, where
+//    f(J) < e^{-11300}; the rest, sum_{x>J} f(x) <= f(J+1) / (1 - e^{-(2J+3)/(2s^2)})
+//    (the ratios f(x+1)/f(x) decrease), is added to the error. Z = 1 + 2 U(1).
+//  * s > kDirectSigma: Euler-Maclaurin summation with remainder of order 5 (DLMF
+//    2.10.1; |B~_5(x)|/5! <= 2 zeta(5)/(2 pi)^5 < 2.2e-4, DLMF 24.9.1 / 25.11.?):
+//      U(a) = I(a) + f(a)/2 - f'(a)/12 + f'''(a)/720 + R,
+//      |R| <= 2.2e-4 int_a^inf |f^(5)| = 2.2e-4 TV(f^(4) on [a, inf)),
+//    with I(a) = int_a^inf f = s sqrt(pi/2) erfc(a/(s sqrt 2)) and, for y = x/s,
+//    f^(n)(x) = (-1)^n He_n(y) f(x) / s^n (Hermite polynomials). The total variation of
+//    f^(4) = He_4(y) e^{-y^2/2} / s^4 on [a, inf) is evaluated exactly from its values at
+//    a and at the zeros y^2 = 5 -+ sqrt(10) of He_5 beyond a (f^(4) is monotone between
+//    them). Relative to U the remainder is ~1e-4 y^5 / s^5: below 1e-9 for s > 512 and
+//    every tail above 1e-300. Z = s sqrt(2 pi) (1 + 2 sum_{n>=1} e^{-2 pi^2 s^2 n^2}) by
+//    Poisson summation; the correction is below e^{-5e6}. The main terms are accurate
+//    to kCdfUlps (1 + y^2) ulps (erfc, and exp of -y^2/2).
+// Both ways the computed U carries an explicit error bound, so cell masses formed from
+// it are certified (BuildContinuousPmfs adds the bounds to the pessimistic cell data and
+// subtracts them from the optimistic, as it does for the continuous bases' rounding).
+class DiscreteGaussianTails {
+ public:
+  static constexpr ld kDirectSigma = 512;
+
+  explicit DiscreteGaussianTails(ld sigma) : sigma_(sigma) {
+    if (sigma_ <= kDirectSigma) {
+      const int64_t j = static_cast<int64_t>(std::ceil(150.4L * sigma_)) + 1;
+      suffix_.assign(j + 2, 0);  // suffix_[k] = sum_{x=k}^{j} f(x), k in [1, j]
+      const ld inv = 1 / (2 * sigma_ * sigma_);
+      ld sum = 0;
+      for (int64_t x = j; x >= 1; --x) {
+        const ld xx = static_cast<ld>(x);
+        sum += std::exp(-xx * xx * inv);
+        suffix_[x] = sum;
+      }
+      const ld next = static_cast<ld>(j + 1);
+      beyond_ = std::exp(-next * next * inv) / -std::expm1(-(2 * next + 1) * inv);
+      beyond_ = beyond_ * (1 + 1e-10L) + 4 * LDBL_MIN;
+      // Recursive summation of j positive terms, each an exp of an argument <= 11400.
+      suffix_rel_ = (static_cast<ld>(j) + 2 * 11400 + 16) * kLdUnit;
+      z_ = 1 + 2 * suffix_[1];
+      z_err_ = 2 * (beyond_ + suffix_rel_ * suffix_[1]) + 2 * kLdUnit * z_;
+    } else {
+      z_ = sigma_ * std::sqrt(2 * static_cast<ld>(M_PI));
+      z_err_ = 8 * kLdUnit * z_;
+    }
+  }
+
+  // P(X >= k) and P(X < k) = P(X >= 1 - k) for an integer-valued k (the smaller one
+  // computed directly), and one absolute error bound for both (beyond kCdfUlps ulps).
+  void Split(ld k, ld* above, ld* below, ld* err) const {
+    ld small, small_err;
+    if (k >= 1) {
+      Upper(k, &small, &small_err);
+      *above = small;
+      *below = 1 - small;
+    } else {
+      Upper(1 - k, &small, &small_err);
+      *below = small;
+      *above = 1 - small;
+    }
+    // The rounding of 1 - small is relative to the larger value, within the kCdfUlps
+    // that BuildContinuousPmfs allows for every tail; the stated error is the small one's
+    // (relative to it: Q-tails are multiplied by e^loss, up to e^10000).
+    *err = small_err;
+  }
+
+  // An upper bound on P(X = x).
+  ld PmfUpper(ld x) const {
+    const ld y = x / sigma_;
+    return std::exp(-y * y / 2) / z_ * (1 + 1e-12L) + 4 * LDBL_MIN;
+  }
+  // A lower bound on P(X = x) (exp of -y^2/2 to (y^2 + 4) ulps, Z to z_err).
+  ld PmfLower(ld x) const {
+    const ld y = x / sigma_;
+    const ld f = std::exp(-y * y / 2);
+    return std::max<ld>(0, f * (1 - (y * y + 8) * kLdUnit) / (z_ + z_err_) * (1 - 4 * kLdUnit));
+  }
+
+ private:
+  // P(X >= k) for an integer-valued k >= 1, and an absolute error bound.
+  void Upper(ld k, ld* value, ld* err) const {
+    ld u, u_err;
+    if (sigma_ <= kDirectSigma) {
+      const int64_t last = static_cast<int64_t>(suffix_.size()) - 2;
+      if (k > static_cast<ld>(last)) {
+        u = 0;
+        u_err = beyond_;
+      } else {
+        u = suffix_[static_cast<int64_t>(k)];
+        u_err = beyond_ + suffix_rel_ * u;
+      }
+    } else {
+      const ld y = k / sigma_;
+      const ld f = std::exp(-y * y / 2);
+      const ld integral = sigma_ * std::sqrt(static_cast<ld>(M_PI) / 2) *
+                          std::erfc(y / std::sqrt(static_cast<ld>(2)));
+      const ld s3 = sigma_ * sigma_ * sigma_;
+      const ld d1 = -y * f / sigma_;                // f'(a)
+      const ld d3 = -(y * y * y - 3 * y) * f / s3;  // f'''(a)
+      u = integral + f / 2 - d1 / 12 + d3 / 720;
+      const ld main = integral + f / 2 + std::fabs(d1) / 12 + std::fabs(d3) / 720;
+      u_err = 2.2e-4L * FourthDerivativeVariation(y) / (s3 * sigma_) * 1.01L +
+              kCdfUlps * kLdUnit * (1 + y * y) * main + 4 * LDBL_MIN;
+    }
+    *value = u / z_;
+    *err = (u_err + *value * z_err_) / z_ * (1 + 1e-10L) + 4 * kLdUnit * *value;
+  }
+
+  // Total variation of g(y) = He_4(y) e^{-y^2/2} on [y0, inf), y0 >= 0.
+  static ld FourthDerivativeVariation(ld y0) {
+    auto g = [](ld y) {
+      const ld y2 = y * y;
+      return (y2 * y2 - 6 * y2 + 3) * std::exp(-y2 / 2);
+    };
+    const ld c1 = std::sqrt(5 - std::sqrt(static_cast<ld>(10)));
+    const ld c2 = std::sqrt(5 + std::sqrt(static_cast<ld>(10)));
+    ld tv = 0, prev = g(y0);
+    for (ld c : {c1, c2}) {
+      if (c > y0) {
+        const ld v = g(c);
+        tv += std::fabs(v - prev);
+        prev = v;
+      }
+    }
+    return (tv + std::fabs(prev)) * (1 + 1e-12L);  // g -> 0 at infinity
+  }
+
+  ld sigma_;
+  std::vector<ld> suffix_;
+  ld beyond_ = 0, suffix_rel_ = 0;
+  ld z_ = 1, z_err_ = 0;
+};
+
+// Sign of the exact sum of the values (Shewchuk 1997, Grow-Expansion: repeated TwoSum
+// keeps the sum exactly as a non-overlapping expansion of increasing magnitude, whose
+// sign is that of its largest nonzero component). No overflow or underflow assumed.
+int ExactSumSign(std::initializer_list<ld> values) {
+  ld expansion[16];
+  int size = 0;
+  for (ld v : values) {
+    ld q = v;
+    int out = 0;
+    for (int i = 0; i < size; ++i) {
+      const ld sum = q + expansion[i];
+      const ld b_virtual = sum - q;
+      const ld err = (q - (sum - b_virtual)) + (expansion[i] - b_virtual);
+      if (err != 0) expansion[out++] = err;
+      q = sum;
+    }
+    expansion[out++] = q;
+    size = out;
+  }
+  for (int i = size - 1; i >= 0; --i) {
+    if (expansion[i] != 0) return expansion[i] > 0 ? 1 : -1;
+  }
+  return 0;
+}
+
+// Sign of ell(m) - t = ((m - D/2) D - s^2 t) / s^2 for an integer m with |m| < 2^62, computed
+// exactly: m - D/2 is exact in long double, and each product is split exactly into a
+// rounded value and its error with fma (TwoProduct).
+int DiscreteLossSign(ld m, ld sensitivity, ld sigma, ld t) {
+  const ld a = m - sensitivity / 2;
+  const ld r1 = a * sensitivity, r2 = std::fma(a, sensitivity, -r1);
+  const ld s1 = sigma * sigma, s2 = std::fma(sigma, sigma, -s1);
+  const ld p1 = s1 * t, e1 = std::fma(s1, t, -p1);
+  const ld p2 = s2 * t, e2 = std::fma(s2, t, -p2);
+  return ExactSumSign({r2, -e2, -p2, -e1, -p1, r1});
+}
+
+// Base tails of the discrete Gaussian: A = N_Z(0, s^2), B = N_Z(D, s^2) with an integer
+// sensitivity D. Both have the same normalising constant (Z is shift invariant over the
+// integers), so on the integers ell(x) = log B(x)/A(x) = (2 x D - D^2)/(2 s^2): the loss
+// takes the discrete values (D/s^2)(x - D/2), x integer, and
+//   ell > t <=> x > tau = s^2 t / D + D/2,  ell >= t <=> x >= tau.
+// A(ell > t) = P(X >= k), B(ell > t) = P(X >= k - D) with k the first integer above tau
+// (at or above it when inclusive). t_err = 0 says that t is the exact threshold (the grid
+// point itself, unsampled, or 0): an integer within rounding of tau is then placed by the
+// exact sign test (atoms exactly on a grid point are common: e.g. ell = 0 for even D).
+// Otherwise `t_err` bounds the error of t (the subsampling map); integers within the
+// resulting error of tau may be on either side: their masses are added to the error
+// bounds and `atoms` is left unknown (this needs a coincidence to ~1e-15 relative of a
+// transcendental threshold with the lattice; it widens the bounds, never breaks them).
+BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, ld sensitivity,
+                                    ld t, ld t_err, bool inclusive) {
+  const ld scale = sigma * sigma / sensitivity;  // s^2 / D
+  const ld tau = scale * t + sensitivity / 2;
+  const ld tau_err = scale * t_err + 16 * kLdUnit * (scale * std::fabs(t) + sensitivity + 1);
+  ld k = inclusive ? std::ceil(tau) : std::floor(tau) + 1;
+  const ld m = std::nearbyint(tau);
+  const bool near = std::fabs(tau - m) <= tau_err;
+  const bool representable = std::fabs(tau) < 0x1p62L && tau_err < 0.25L;
+  const bool exact = t_err == 0 && representable;
+  if (near && exact) {
+    // k is m or m + 1: the first integer whose loss is above t (at or above: inclusive).
+    const int sign = DiscreteLossSign(m, sensitivity, sigma, t);
+    k = (sign > 0 || (inclusive && sign == 0)) ? m : m + 1;
+  }
+  BaseTails r;
+  dg.Split(k, &r.a_above, &r.a_below, &r.a_err);
+  dg.Split(k - sensitivity, &r.b_above, &r.b_below, &r.b_err);
+  r.atoms = k;
+  if ((near && !exact) || !representable) {
+    // The integers within tau_err of tau (at most 2 tau_err + 2 of them) may lie on the
+    // other side: each moves its mass between the two sides of both pairs.
+    const ld count = 2 * tau_err + 2;
+    const ld nearest = std::max<ld>(0, std::fabs(tau) - tau_err - 1);
+    const ld nearest_b = std::max<ld>(0, std::fabs(tau - sensitivity) - tau_err - 1);
+    r.a_err += count * dg.PmfUpper(nearest);
+    r.b_err += count * dg.PmfUpper(nearest_b);
+    r.atoms = std::numeric_limits<ld>::quiet_NaN();
+  }
+  return r;
+}
+
+// `dg` is the discrete Gaussian's table (kDiscreteGaussian only); `t_err` bounds the
+// rounding error of t (used by the lattice base only).
+BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
+                      const DiscreteGaussianTails* dg) {
   if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t);
+  if (m.base == Base::kDiscreteGaussian) {
+    return DiscreteGaussianBaseTails(*dg, m.parameter, static_cast<ld>(m.sensitivity), t, t_err,
+                                     inclusive);
+  }
   return LaplaceTails(m.parameter, t, inclusive);
 }
 
 // Tails of the privacy loss L of one direction at l: P(L > l), P(L <= l), Q(L > l),
-// Q(L <= l).
+// Q(L <= l); p_err, q_err and atoms as in BaseTails (0, 0, NaN for continuous bases).
 struct LossTails {
   ld sp, fp, sq, fq;
+  ld p_err = 0, q_err = 0;
+  ld atoms = std::numeric_limits<ld>::quiet_NaN();
 };
 
-LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l) {
+// The base threshold t = log((e^l - 1 + q)/q) of a subsampled loss threshold l (both
+// directions, with l -> -l for add), and a bound on its error against the exact value at
+// the grid point l.
+ld SubsampledThreshold(ld l, ld q, ld* t_err) {
+  const ld v = std::expm1(l) + q;
+  const ld t = std::log(v) - std::log(q);
+  // Errors of expm1 (2 ulps) and of the sum (1 ulp of v), then of the logs (2 ulps of each
+  // result), with a factor 2 of margin.
+  const ld dv = kLdUnit * (2 * std::fabs(std::expm1(l)) + v);
+  *t_err = 2 * dv / v + 4 * kLdUnit * (std::fabs(std::log(v)) + std::fabs(std::log(q)) +
+                                       std::fabs(t) + 1);
+  return t;
+}
+
+LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
+                      const DiscreteGaussianTails* dg = nullptr) {
   const ld q = m.sampling_rate;
   if (dir == Direction::kRemove) {
     // P = (1-q) A + q B, Q = A, L = log(1 - q + q e^ell) (Zhu, Dong, Wang 2022, Sec. 5).
-    ld t;
-    if (q == 1) {
-      t = l;
+    // The grid point is l itself (t_err = 0: the lattice base places atoms against it
+    // exactly); the subsampling map is exact at l = 0 only.
+    ld t, t_err = 0;
+    if (q == 1 || l == 0) {
+      t = q == 1 ? l : 0;
     } else {
-      const ld v = std::expm1(l) + q;
-      if (v <= 0) return {1, 0, 1, 0};
-      t = std::log(v) - std::log(q);
+      if (std::expm1(l) + q <= 0) return {1, 0, 1, 0};
+      t = SubsampledThreshold(l, q, &t_err);
     }
-    const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/false);
+    const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/false, dg);
     return {(1 - q) * b.a_above + q * b.b_above, (1 - q) * b.a_below + q * b.b_below,
-            b.a_above, b.a_below};
+            b.a_above, b.a_below, (1 - q) * b.a_err + q * b.b_err, b.a_err, b.atoms};
   }
   // P = A, Q = (1-q) A + q B, L = -log(1 - q + q e^ell): L > l <=> ell < t'.
-  ld t;
-  if (q == 1) {
-    t = -l;
+  ld t, t_err = 0;
+  if (q == 1 || l == 0) {
+    t = q == 1 ? -l : 0;
   } else {
-    const ld v = std::expm1(-l) + q;
-    if (v <= 0) return {0, 1, 0, 1};
-    t = std::log(v) - std::log(q);
+    if (std::expm1(-l) + q <= 0) return {0, 1, 0, 1};
+    t = SubsampledThreshold(-l, q, &t_err);
   }
-  const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/true);
+  const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/true, dg);
   // b.*_above = P(ell >= t') = P(L <= l); b.*_below = P(ell < t') = P(L > l).
   return {b.a_below, b.a_above, (1 - q) * b.a_below + q * b.b_below,
-          (1 - q) * b.a_above + q * b.b_above};
+          (1 - q) * b.a_above + q * b.b_above, b.a_err, (1 - q) * b.a_err + q * b.b_err,
+          b.atoms};
 }
 
 // A PMF on the grid: mass[i] at loss (min_index + i) h, plus mass at +inf.
@@ -331,11 +591,15 @@ void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
   }
 }
 
-// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace (sub)sampled
-// component in one direction. `tail` bounds the P-mass left outside the grid range.
+// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace/discrete Gaussian
+// (sub)sampled component in one direction. `tail` bounds the P-mass left outside the grid
+// range. `dg`: the discrete Gaussian's tail table (that base only). The lattice base's
+// atoms are handled like any other law: a cell's P- and Q-masses are differences of
+// tails, and the tails' stated error bounds enter the cell errors eA, eB below.
 Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
-                                 Pmf* upper, Pmf* lower) {
-  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h); };
+                                 Pmf* upper, Pmf* lower,
+                                 const DiscreteGaussianTails* dg = nullptr) {
+  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h, dg); };
   // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
   // Losses are kept within [-kMaxLoss, kMaxLoss] so that e^{loss} never overflows a long
   // double (LossTailsAt and the cell weights below take e^{loss}). Mass beyond the range
@@ -401,6 +665,14 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
       B = t[i + 1].fq - t[i].fq;
       eB = kCdfUlps * kLdUnit * (t[i].fq + t[i + 1].fq);
     }
+    if (t[i].atoms == t[i + 1].atoms) {
+      // Lattice base, no atom between the two thresholds: the cell is exactly empty (both
+      // tails are the same computed numbers, so A = B = 0 as well).
+      eA = eB = 0;
+    } else {
+      eA += t[i].p_err + t[i + 1].p_err;
+      eB += t[i].q_err + t[i + 1].q_err;
+    }
     // x_i = e^{eps_i}, recomputed exactly every 64 cells and multiplied by e^h between.
     if (i % 64 == 0) xi = std::exp(static_cast<ld>(lo + i) * h); else xi *= eh;
     // c = A - x_i B = x_i (e^{-eps_i} A - B) >= 0, d = x_{i+1} B - A >= 0 (P-mass that
@@ -422,8 +694,8 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     const ld c = i > 0 ? c_up[i - 1] : 0;
     upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
   }
-  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit);  // mass <= eps_0 moves up
-  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + 8 * LDBL_MIN;
+  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err;  // mass <= eps_0 moves up
+  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN;
 
   // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3)).
   std::vector<ld> m_corr(n + 1, 0);
@@ -481,6 +753,49 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     RemoveNegativeKinks(h, &lower->mass);
   }
   return OkResult();
+}
+
+// Optimistic PMF of a discrete Gaussian component whose loss atoms are sparse on the grid
+// (lattice spacing D/s^2 >= h): every atom's P-mass (rounded down) is placed at the grid
+// point at or below its loss (computed loss minus its error bound eta, so below the exact
+// loss). Moving P-mass to lower losses only lowers delta(eps) = E_P[(1 - e^{eps-L})_+] (and,
+// by the coupling L' <= L, that of every composition), and dropping mass lowers it too:
+// the result is dominated. The tangent correction of BuildContinuousPmfs is made for
+// densities; for isolated atoms it subtracts ~ a h/4 per atom at the grid points beside it
+// and then cuts the curve where that exceeds delta, which drops the atom (a first-order,
+// often total loss), while rounding down loses at most the factor e^{-h} per atom.
+// Atoms outside [min_index, min_index + points) of the pessimistic grid, or with P-mass
+// below `tail` (they carry no more than the grid's tail budget), are dropped.
+void BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg, Direction dir,
+                          double h, ld tail, int64_t min_index, int64_t points, Pmf* lower) {
+  const ld sigma = m.parameter, d = static_cast<ld>(m.sensitivity), q = m.sampling_rate;
+  lower->min_index = min_index;
+  lower->mass.assign(points, 0);
+  lower->infinity_mass = 0;
+  // |x| beyond 40 s (+ D) has P-mass below e^{-800}: nothing that is not dropped anyway.
+  const ld reach = std::ceil(40 * sigma) + 1;
+  for (ld x = -reach; x <= reach + d; ++x) {
+    const ld a = dg.PmfLower(x), b = dg.PmfLower(x - d);  // A(x), B(x)
+    const ld ell = (x - d / 2) * d / (sigma * sigma);
+    ld loss, p_mass, eta;
+    if (q == 1) {
+      loss = dir == Direction::kRemove ? ell : -ell;
+      p_mass = dir == Direction::kRemove ? b : a;
+      eta = 4 * kLdUnit * std::fabs(ell);
+    } else {
+      // Zhu, Dong, Wang 2022, Sec. 5 (as LossTailsAt): L = +-log(1 - q + q e^ell).
+      const ld s = std::log1p(q * std::expm1(ell));
+      loss = dir == Direction::kRemove ? s : -s;
+      p_mass = dir == Direction::kRemove ? (1 - q) * a + q * b : a;
+      eta = 16 * kLdUnit * (std::fabs(s) + std::fabs(ell) + 1);
+    }
+    p_mass *= 1 - 8 * kLdUnit;
+    if (!(p_mass >= tail) || !(std::fabs(loss) <= kMaxLoss)) continue;
+    int64_t index = static_cast<int64_t>(std::floor((loss - eta) / h));
+    while (static_cast<ld>(index) * h > loss - eta) --index;
+    if (index < min_index || index >= min_index + points) continue;
+    lower->mass[index - min_index] += p_mass;
+  }
 }
 
 // Randomized response, the worst case of every (eps, delta)-DP mechanism (Kairouz, Oh,
@@ -1064,6 +1379,12 @@ double ChooseInterval(const std::map<Mechanism, double>& flat, const PldOptions&
       case Base::kGaussian:
         v = std::min(q * q * std::expm1(std::min(inv2, 700.0)), q * (inv2 + inv2 * inv2 / 4));
         break;
+      case Base::kDiscreteGaussian: {  // as the Gaussian with noise multiplier sigma/D
+        const double d = static_cast<double>(m.sensitivity);
+        const double r2 = std::min(d * d * inv2, 1e300);
+        v = std::min(q * q * std::expm1(std::min(r2, 700.0)), q * (r2 + r2 * r2 / 4));
+        break;
+      }
       case Base::kLaplace:  // |loss| <= 1/b
         v = std::min(q * q * std::expm1(std::min(2 * inv2, 700.0)), q * inv2);
         break;
@@ -1134,6 +1455,19 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
                                   &c.upper, &unused);
       BuildRandomizedResponsePmfs({Base::kRandomizedResponse, m.parameter / 2, 1.0, 0.0}, p->h,
                                   &unused, &c.lower);
+    } else if (m.base == Base::kDiscreteGaussian) {
+      const DiscreteGaussianTails dg(m.parameter);
+      DPKIT_RETURN_IF_ERROR(
+          BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower, &dg));
+      // Sparse atoms (unsampled, at most one per cell: D/s^2 >= h; s <= 1e5 bounds the
+      // enumeration): the rounded-down optimistic PMF (see BuildLatticeLowerPmf). Poisson
+      // sampling compresses the bulk of the losses by about q (dL/d ell = q e^ell /
+      // (1 - q + q e^ell)), where the tangent method does well.
+      const double spacing = static_cast<double>(m.sensitivity) / (m.parameter * m.parameter);
+      if (m.sampling_rate == 1 && spacing >= p->h && m.parameter <= 1e5) {
+        BuildLatticeLowerPmf(m, dg, dir, p->h, p->tail, c.upper.min_index,
+                             static_cast<int64_t>(c.upper.mass.size()), &c.lower);
+      }
     } else {
       DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
     }

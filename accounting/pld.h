@@ -26,8 +26,9 @@
 // comes from the direction with the larger upper bound, and a direction whose certified
 // upper bound on a coarse grid is already below the other's is not refined further.
 //
-// Supported events: Gaussian, Laplace, PoissonSampled(q, Gaussian | Laplace) (nested
-// Poisson sampling multiplies the rates), PureDp, ApproxDp (through their worst-case
+// Supported events: Gaussian, Laplace, DiscreteGaussian (its exact lattice-valued loss),
+// PoissonSampled(q, Gaussian | Laplace | DiscreteGaussian) (nested Poisson sampling
+// multiplies the rates), PureDp, ApproxDp (through their worst-case
 // randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed.
 #ifndef DPKIT_ACCOUNTING_PLD_H_
 #define DPKIT_ACCOUNTING_PLD_H_
