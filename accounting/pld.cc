@@ -781,7 +781,7 @@ void BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg, D
     if (q == 1) {
       loss = dir == Direction::kRemove ? ell : -ell;
       p_mass = dir == Direction::kRemove ? b : a;
-      eta = 4 * kLdUnit * std::fabs(ell);
+      eta = 8 * kLdUnit * std::fabs(ell);
     } else {
       // Zhu, Dong, Wang 2022, Sec. 5 (as LossTailsAt): L = +-log(1 - q + q e^ell).
       const ld s = std::log1p(q * std::expm1(ell));
