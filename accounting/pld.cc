@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -120,7 +121,17 @@ std::string GridLimitError(int64_t need, int64_t limit, double h) {
 // kBoundedRange: any eps-bounded-range mechanism (parameter eps); see BuildDirection.
 // kDiscreteGaussian: N_Z(0, sigma^2) on an integer query (parameter sigma, and
 // `sensitivity`); see DiscreteGaussianTails.
-enum class Base { kGaussian, kLaplace, kRandomizedResponse, kBoundedRange, kDiscreteGaussian };
+// kSampledComposition: Poisson sampling (rate sampling_rate) of a composition, the JSON of
+// the composed event in `inner`, parameter an estimate of the per-step loss standard
+// deviation (grid choice only); see BuildSampledCompositionPmfs.
+enum class Base {
+  kGaussian,
+  kLaplace,
+  kRandomizedResponse,
+  kBoundedRange,
+  kDiscreteGaussian,
+  kSampledComposition
+};
 enum class Direction { kRemove, kAdd };
 
 // One component of a composition: a base mechanism, optionally Poisson subsampled.
@@ -130,11 +141,50 @@ struct Mechanism {
   double sampling_rate;  // 1 = not subsampled
   double rr_delta;       // ApproxDp delta (RR only)
   int64_t sensitivity = 0;  // integer L2 sensitivity (discrete Gaussian only)
+  std::string inner = {};   // the sampled composition's event JSON (kSampledComposition)
   bool operator<(const Mechanism& o) const {
-    return std::tie(base, parameter, sampling_rate, rr_delta, sensitivity) <
-           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta, o.sensitivity);
+    return std::tie(base, parameter, sampling_rate, rr_delta, sensitivity, inner) <
+           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta, o.sensitivity, o.inner);
   }
 };
+
+Result<void> Flatten(const Event& event, double count, double sampling_rate,
+                     std::map<Mechanism, double>* out);
+
+// A Poisson-sampled composition becomes one component (BuildSampledCompositionPmfs). Its
+// grid-choice parameter: with V the summed rough loss variances of the unsampled inner
+// components (1/z^2, 1/b^2, D^2/s^2, eps^2), the subsampled step's loss variance is taken
+// as min(q^2 (e^V - 1), q (V + V^2/4)), as ChooseInterval does for a Gaussian.
+Result<void> FlattenSampledComposition(const Event& event, double count, double sampling_rate,
+                                       std::map<Mechanism, double>* out) {
+  std::map<Mechanism, double> inner;
+  DPKIT_RETURN_IF_ERROR(Flatten(event, 1.0, 1.0, &inner));
+  double v = 0;
+  for (const auto& [m, c] : inner) {
+    if (m.base == Base::kSampledComposition || m.sampling_rate < 1) {
+      return Error{"the pld accountant cannot Poisson-sample a composition that contains a "
+                   "Poisson-sampled event (use --accountant=rdp)"};
+    }
+    const double p = m.parameter;
+    switch (m.base) {
+      case Base::kGaussian:
+      case Base::kLaplace:
+        v += c / (p * p);
+        break;
+      case Base::kDiscreteGaussian:
+        v += c * std::pow(static_cast<double>(m.sensitivity) / p, 2);
+        break;
+      default:
+        v += c * p * p;
+    }
+  }
+  const double q = sampling_rate;
+  v = std::min(q * q * std::expm1(std::min(v, 700.0)), q * (v + v * v / 4));
+  Mechanism m{Base::kSampledComposition, std::sqrt(std::min(v, 1e300)), sampling_rate, 0};
+  m.inner = event.ToJsonString();
+  (*out)[m] += count;
+  return OkResult();
+}
 
 // Flattens an event tree into (mechanism, count) with counts multiplied out.
 Result<void> Flatten(const Event& event, double count, double sampling_rate,
@@ -172,15 +222,11 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
       return Error{"the pld accountant does not support sampled_without_replacement "
                    "events (use --accountant=rdp)"};
     case EventKind::kSelfComposed:
-      if (sampling_rate < 1) {
-        return Error{"the pld accountant cannot Poisson-sample a composition"};
-      }
+      if (sampling_rate < 1) return FlattenSampledComposition(event, count, sampling_rate, out);
       return Flatten(event.inner(), count * static_cast<double>(event.count()),
                      sampling_rate, out);
     case EventKind::kComposed:
-      if (sampling_rate < 1) {
-        return Error{"the pld accountant cannot Poisson-sample a composition"};
-      }
+      if (sampling_rate < 1) return FlattenSampledComposition(event, count, sampling_rate, out);
       for (const Event& child : event.children()) {
         DPKIT_RETURN_IF_ERROR(Flatten(child, count, sampling_rate, out));
       }
@@ -1436,6 +1482,9 @@ Result<Prepared> Prepare(const Event& event, const PldOptions& options, ld tail_
   return out;
 }
 
+Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                         Pmf* upper, Pmf* lower);
+
 // Builds the pessimistic and optimistic component PMFs of one direction.
 Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction dir) {
   std::vector<ComponentPmfs>* out = dir == Direction::kRemove ? &p->remove : &p->add;
@@ -1455,6 +1504,9 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
                                   &c.upper, &unused);
       BuildRandomizedResponsePmfs({Base::kRandomizedResponse, m.parameter / 2, 1.0, 0.0}, p->h,
                                   &unused, &c.lower);
+    } else if (m.base == Base::kSampledComposition) {
+      DPKIT_RETURN_IF_ERROR(
+          BuildSampledCompositionPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
     } else if (m.base == Base::kDiscreteGaussian) {
       const DiscreteGaussianTails dg(m.parameter);
       DPKIT_RETURN_IF_ERROR(
@@ -1476,6 +1528,266 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
     out->push_back(std::move(c));
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------
+// Poisson sampling of a composition (e.g. the sparse DP-SGD step PoissonSampled(q,
+// Composed{BoundedRange, Gaussian})).
+//
+// Let (B, A) be the inner composition's outputs with and without the record, and
+// ell = log(dB/dA) its loss. Poisson sampling gives the pairs ((1-q) A + q B, A) (remove)
+// and (A, (1-q) A + q B) (add), with losses L = log(1 - q + q e^ell) and -L (Zhu, Dong,
+// Wang 2022, Sec. 5 and Thm. 11 (Poisson subsampling of a dominating pair)).
+// Certification. For tradeoff functions, T((1-q) Q + q P, Q) = q T(P, Q) + (1 - q) Id
+// (Dong, Roth, Su 2019, Sec. 4.1, the map f -> f_p), and T(Q, (1-q) Q + q P) is its
+// inverse; both are monotone in T(P, Q). So if a genuine pair (P, Q) dominates (B, A),
+// its subsampled pairs dominate the subsampled mechanism in each direction (this is ZDW
+// 2022, Thm. 11). We take for (P, Q) the composition G of the inner components'
+// connect-the-dots pairs ((2) above; a composition of dominating pairs dominates, (1)),
+// written as P-laws on the grid: G_j at ell_j, Q-law e^{-ell_j} G_j plus Q-only mass
+// Q_G(-inf) (where P = 0), and P-mass G_inf at +inf. The subsampled pair's P-law is then,
+//   remove: (q + (1-q) e^{-ell_j}) G_j at L(ell_j), (1-q) Q_G(-inf) at log(1-q), q G_inf at +inf;
+//   add:    e^{-ell_j} G_j at -L(ell_j), Q_G(-inf) at -log(1-q).
+// The pessimistic component uses, in place of G, the exact (direct, long double)
+// convolution of the inner components' pessimistic PMFs, whose masses are >= those of G
+// (plus a rounding factor), and bounds Q_G(-inf) <= sum_c count_c u_c, where u_c bounds the
+// Q-only mass of component c's connect-the-dots pair: the Q-mass below its lowest grid
+// point (its P-mass is moved up there, which loses part of its Q-mass) plus the Q-mass above
+// its top (its P-mass goes to +inf), plus the Q-only mass of the base (delta for ApproxDp);
+// G_inf <= sum_c count_c P_c(+inf) likewise. Extra nonnegative mass only raises delta, also
+// after composition. The atoms are then placed on the grid by connect-the-dots (their loss
+// first raised by its rounding bound).
+// The optimistic component uses the convolution of the inner optimistic PMFs (each a
+// measure whose delta-curve is below the truth, so a pair dominated by it), with mass at
+// the lowest losses dropped until its Q-mass sum e^{-ell} is <= 1 (so that it is a genuine
+// pair after adding Q-only mass), drops the atom at -+log(1-q) and +inf, and rounds every
+// atom's loss down to the grid: all of which only lower delta.
+// No window, tilt or FFT is involved: the inner laws are convolved directly, so there is no
+// aliasing. The work (multiply-adds) is limited to kMaxConvolutionWork; beyond it the
+// error says so (the grid-limit message, so that a coarser grid is tried).
+constexpr double kMaxConvolutionWork = 4e8;
+
+Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                         Pmf* upper, Pmf* lower) {
+  Result<Event> inner = Event::FromJsonString(m.inner);
+  if (!inner.ok()) return Error{inner.error()};
+  std::map<Mechanism, double> flat;
+  DPKIT_RETURN_IF_ERROR(Flatten(*inner, 1.0, 1.0, &flat));
+  Prepared in;
+  in.h = h;
+  in.tail = tail;
+  in.flat.assign(flat.begin(), flat.end());
+  in.symmetric = true;
+  auto built = BuildDirection(&in, Direction::kRemove);
+  if (!built.ok()) return Error{built.error()};
+  const std::vector<ComponentPmfs>& comps = **built;
+
+  // Q-only and +inf masses of the composed connect-the-dots pair (union bounds).
+  ld q_only = 0, p_inf = 0;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const Mechanism& mc = in.flat[c].first;
+    const ld count = static_cast<ld>(in.flat[c].second);
+    ld u = 0;
+    if (mc.base == Base::kRandomizedResponse) {
+      u = mc.rr_delta;
+    } else if (mc.base != Base::kBoundedRange) {
+      std::unique_ptr<DiscreteGaussianTails> dg;
+      if (mc.base == Base::kDiscreteGaussian) dg.reset(new DiscreteGaussianTails(mc.parameter));
+      const Pmf& pmf = comps[c].upper;
+      const int64_t n = static_cast<int64_t>(pmf.mass.size()) - 1;
+      const LossTails bottom =
+          LossTailsAt(mc, Direction::kRemove, static_cast<ld>(pmf.min_index) * h, dg.get());
+      const LossTails top =
+          LossTailsAt(mc, Direction::kRemove, static_cast<ld>(pmf.min_index + n) * h, dg.get());
+      u = bottom.fq + bottom.q_err + top.sq + top.q_err;
+    }
+    q_only += count * u * (1 + kCdfUlps * kLdUnit);
+    p_inf += count * comps[c].upper.infinity_mass;
+  }
+  q_only = std::min<ld>(1, q_only * (1 + 1e-10L) + LDBL_MIN);
+  p_inf = std::min<ld>(1, p_inf * (1 + 1e-10L));
+
+  // Direct convolution, largest supports first (then the work is about the larger support
+  // times the number of nonzero masses of the others). Returns the masses on the grid from
+  // *min_index and the relative rounding bound.
+  std::vector<std::pair<const Pmf*, int64_t>> steps_upper, steps_lower;
+  double work = 0, acc_size = 1;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const double count = in.flat[c].second;
+    if (count > 1e6) {
+      return Error{"the pld accountant cannot Poisson-sample a composition of more than 1e6 "
+                   "events (use --accountant=rdp)"};
+    }
+    for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
+      steps_upper.push_back({&comps[c].upper, 0});
+      steps_lower.push_back({&comps[c].lower, 0});
+    }
+  }
+  auto by_size = [](const std::pair<const Pmf*, int64_t>& a,
+                    const std::pair<const Pmf*, int64_t>& b) {
+    return a.first->mass.size() > b.first->mass.size();
+  };
+  std::stable_sort(steps_upper.begin(), steps_upper.end(), by_size);
+  std::stable_sort(steps_lower.begin(), steps_lower.end(), by_size);
+  for (const auto& step : steps_upper) {
+    double nonzero = 0;
+    for (ld v : step.first->mass) nonzero += v != 0;
+    work += nonzero * acc_size;
+    acc_size += static_cast<double>(step.first->mass.size()) - 1;
+  }
+  if (work > kMaxConvolutionWork) {
+    // The work scales as 1/h^2: report it as a grid that is too fine.
+    const double need = static_cast<double>(kMaxGridPoints) * std::sqrt(work / kMaxConvolutionWork);
+    return Error{GridLimitError(static_cast<int64_t>(need), kMaxGridPoints, h)};
+  }
+  auto convolve = [](const std::vector<std::pair<const Pmf*, int64_t>>& steps, int64_t* min_index,
+                     ld* rounding) {
+    std::vector<ld> acc = {1};
+    *min_index = 0;
+    *rounding = 0;
+    for (const auto& step : steps) {
+      const Pmf& pmf = *step.first;
+      std::vector<ld> next(acc.size() + pmf.mass.size() - 1, 0);
+      int64_t nonzero = 0;
+      for (size_t j = 0; j < pmf.mass.size(); ++j) {
+        const ld v = pmf.mass[j];
+        if (v <= 0) continue;
+        ++nonzero;
+        ld* out = next.data() + j;
+        for (size_t i = 0; i < acc.size(); ++i) out[i] += acc[i] * v;
+      }
+      // Each entry is a sum of at most `nonzero` nonnegative products.
+      *rounding += static_cast<ld>(nonzero + 1) * kLdUnit;
+      *min_index += pmf.min_index;
+      acc.swap(next);
+    }
+    return acc;
+  };
+
+  // The subsampled loss of an inner loss ell and the P-mass factor of G_j (see above).
+  const ld q = m.sampling_rate;
+  const bool remove = dir == Direction::kRemove;
+  auto outer_loss = [&](ld ell) {
+    const ld s = std::log1p(q * std::expm1(ell));
+    return remove ? s : -s;
+  };
+  // Rounding bound of outer_loss (expm1, product, log1p: a few ulps of each magnitude).
+  auto loss_error = [&](ld ell, ld loss) {
+    return 16 * kLdUnit * (std::fabs(loss) + std::fabs(ell) * q + 1) +
+           8 * kLdUnit * std::fabs(ell);
+  };
+  auto mass_factor = [&](ld ell) {  // multiplies G_j; computed as an exp of a sum of logs
+    return remove ? q + (1 - q) * std::exp(-ell) : std::exp(-ell);
+  };
+  const ld x_h = -std::expm1(-static_cast<ld>(h));
+
+  // Pessimistic: convolve, transform, place by connect-the-dots.
+  {
+    int64_t min_index;
+    ld rounding;
+    std::vector<ld> g = convolve(steps_upper, &min_index, &rounding);
+    std::vector<std::pair<ld, ld>> atoms;  // (loss, P-mass), before placement
+    ld to_infinity = remove ? q * p_inf : 0;
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld mass = g[j] * (1 + 1.01L * rounding) * mass_factor(ell) * (1 + 16 * kLdUnit);
+      const ld loss = outer_loss(ell);
+      atoms.push_back({loss + loss_error(ell, loss), mass});
+    }
+    const ld edge = remove ? std::log1p(-q) : -std::log1p(-q);
+    if (q < 1) {
+      atoms.push_back({edge + 8 * kLdUnit * std::fabs(edge),
+                       (remove ? (1 - q) * q_only : q_only) * (1 + 8 * kLdUnit)});
+    }
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    const ld cap = kMaxLoss;
+    for (const auto& [loss, mass] : atoms) {
+      if (!(mass > 0) || loss > cap) continue;
+      const int64_t a = static_cast<int64_t>(std::floor(std::max(loss, -cap) / h));
+      lo = std::min(lo, a);
+      hi = std::max(hi, a + 1);
+    }
+    upper->infinity_mass = 0;
+    if (lo > hi) {
+      lo = 0;
+      hi = 1;
+    }
+    if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
+    upper->min_index = lo;
+    upper->mass.assign(hi - lo + 1, 0);
+    for (const auto& [loss, mass] : atoms) {
+      if (!(mass > 0)) continue;
+      if (loss > cap) {  // beyond the loss range: +inf (pessimistic)
+        to_infinity += mass;
+        continue;
+      }
+      const ld l = std::max(loss, -cap);  // below the range: moved up
+      int64_t a = static_cast<int64_t>(std::floor(l / h));
+      const ld frac = l - static_cast<ld>(a) * h;
+      // Weight to the upper end: (e^{-a} - e^{-l}) / (e^{-a} - e^{-b}) (as in
+      // BuildRandomizedResponsePmfs).
+      const ld wb = frac <= 0 ? 0 : std::min<ld>(1, -std::expm1(-frac) / x_h);
+      upper->mass[a - lo] += mass * (1 - wb) * (1 + 8 * kLdUnit);
+      upper->mass[a + 1 - lo] += mass * wb * (1 + 8 * kLdUnit) + 4 * LDBL_MIN;
+    }
+    upper->infinity_mass = std::min<ld>(1, to_infinity * (1 + 8 * kLdUnit));
+  }
+
+  // Optimistic: convolve, drop low mass until the Q-mass is <= 1, transform, round down.
+  {
+    int64_t min_index;
+    ld rounding;
+    std::vector<ld> g = convolve(steps_lower, &min_index, &rounding);
+    for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01L * rounding) * (1 - 8 * kLdUnit));
+    ld q_mass = 0;
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] > 0) {
+        q_mass += std::exp(std::log(g[j]) -
+                           static_cast<ld>(min_index + static_cast<int64_t>(j)) * h);
+      }
+    }
+    q_mass *= 1 + 1e-12L;
+    // Remove the excess Q-mass from the lowest losses (the P-mass removed there is the
+    // excess times e^{ell}, small where ell < 0).
+    for (size_t j = 0; j < g.size() && q_mass > 1; ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld here = std::exp(std::log(g[j]) - ell);
+      const ld excess = (q_mass - 1) * (1 + 1e-12L);
+      if (here <= excess) {
+        q_mass -= here;
+        g[j] = 0;
+      } else {
+        g[j] = std::max<ld>(0, g[j] - std::exp(std::log(excess) + ell) * (1 + 1e-12L));
+        q_mass = 1;
+      }
+    }
+    std::vector<std::pair<int64_t, ld>> placed;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld mass = g[j] * mass_factor(ell) * (1 - 16 * kLdUnit);
+      const ld loss = outer_loss(ell);
+      const ld l = loss - loss_error(ell, loss);
+      if (!(mass > 0) || std::fabs(l) > kMaxLoss) continue;
+      int64_t a = static_cast<int64_t>(std::floor(l / h));
+      while (static_cast<ld>(a) * h > l) --a;
+      placed.push_back({a, mass});
+      lo = std::min(lo, a);
+      hi = std::max(hi, a);
+    }
+    if (placed.empty()) {
+      lo = hi = 0;
+    }
+    if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
+    lower->min_index = lo;
+    lower->mass.assign(hi - lo + 1, 0);
+    lower->infinity_mass = 0;
+    for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
+  }
+  return OkResult();
 }
 
 // eps(delta) (target_is_eps false) or delta(eps) of one direction: certified upper

@@ -143,7 +143,8 @@ TEST(DpkitLedgerTest, AccountsDiscreteGaussianEventsWithRdpAndPld) {
 
 // The sparse DP-SGD step event (optim/sparse/sparse_dp_sgd.h StepEvent): a Poisson
 // sample of a selection composed with a Gaussian, accounted by the general Poisson
-// subsampling bound of the RDP accountant.
+// subsampling bound of the RDP accountant and by the PLD accountant (subsampling of the
+// composed inner PLD).
 TEST(DpkitLedgerTest, AccountsSparseDpSgdStepEvents) {
   const std::string step =
       R"({"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"composed","events":[)"
@@ -162,6 +163,13 @@ TEST(DpkitLedgerTest, AccountsSparseDpSgdStepEvents) {
   ASSERT_EQ(gaussian.exit_code, 0) << gaussian.err;
   EXPECT_GT(eps, json::parse(gaussian.out)["rdp"]["epsilon"].get<double>());
   EXPECT_LT(eps, 20.0);
+  // The PLD accountant Poisson-samples the composed step too: a certified interval,
+  // tighter than RDP, and its upper bound is above the Gaussian part's lower bound.
+  ASSERT_TRUE(out["pld"]["epsilon"].is_number()) << run.out;
+  const double pld_upper = out["pld"]["epsilon"].get<double>();
+  EXPECT_LE(out["pld"]["epsilon_lower"].get<double>(), pld_upper);
+  EXPECT_LT(pld_upper, eps);
+  EXPECT_GT(pld_upper, json::parse(gaussian.out)["pld"]["epsilon_lower"].get<double>());
   CliRun delta = Dpkit("ledger " + path + " --format=json --epsilon=3");
   ASSERT_EQ(delta.exit_code, 0) << delta.err;
   EXPECT_TRUE(json::parse(delta.out)["rdp"]["delta"].is_number());
