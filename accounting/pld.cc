@@ -1534,37 +1534,39 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
 // Poisson sampling of a composition (e.g. the sparse DP-SGD step PoissonSampled(q,
 // Composed{BoundedRange, Gaussian})).
 //
-// Let (B, A) be the inner composition's outputs with and without the record, and
-// ell = log(dB/dA) its loss. Poisson sampling gives the pairs ((1-q) A + q B, A) (remove)
-// and (A, (1-q) A + q B) (add), with losses L = log(1 - q + q e^ell) and -L (Zhu, Dong,
-// Wang 2022, Sec. 5 and Thm. 11 (Poisson subsampling of a dominating pair)).
-// Certification. For tradeoff functions, T((1-q) Q + q P, Q) = q T(P, Q) + (1 - q) Id
-// (Dong, Roth, Su 2019, Sec. 4.1, the map f -> f_p), and T(Q, (1-q) Q + q P) is its
-// inverse; both are monotone in T(P, Q). So if a genuine pair (P, Q) dominates (B, A),
-// its subsampled pairs dominate the subsampled mechanism in each direction (this is ZDW
-// 2022, Thm. 11). We take for (P, Q) the composition G of the inner components'
-// connect-the-dots pairs ((2) above; a composition of dominating pairs dominates, (1)),
-// written as P-laws on the grid: G_j at ell_j, Q-law e^{-ell_j} G_j plus Q-only mass
-// Q_G(-inf) (where P = 0), and P-mass G_inf at +inf. The subsampled pair's P-law is then,
-//   remove: (q + (1-q) e^{-ell_j}) G_j at L(ell_j), (1-q) Q_G(-inf) at log(1-q), q G_inf at +inf;
-//   add:    e^{-ell_j} G_j at -L(ell_j), Q_G(-inf) at -log(1-q).
-// The pessimistic component uses, in place of G, the exact (direct, long double)
-// convolution of the inner components' pessimistic PMFs, whose masses are >= those of G
-// (plus a rounding factor), and bounds Q_G(-inf) <= sum_c count_c u_c, where u_c bounds the
-// Q-only mass of component c's connect-the-dots pair: the Q-mass below its lowest grid
-// point (its P-mass is moved up there, which loses part of its Q-mass) plus the Q-mass above
-// its top (its P-mass goes to +inf), plus the Q-only mass of the base (delta for ApproxDp);
-// G_inf <= sum_c count_c P_c(+inf) likewise. Extra nonnegative mass only raises delta, also
-// after composition. The atoms are then placed on the grid by connect-the-dots (their loss
-// first raised by its rounding bound).
-// The optimistic component uses the convolution of the inner optimistic PMFs (each a
-// measure whose delta-curve is below the truth, so a pair dominated by it), with mass at
-// the lowest losses dropped until its Q-mass sum e^{-ell} is <= 1 (so that it is a genuine
-// pair after adding Q-only mass), drops the atom at -+log(1-q) and +inf, and rounds every
-// atom's loss down to the grid: all of which only lower delta.
-// No window, tilt or FFT is involved: the inner laws are convolved directly, so there is no
-// aliasing. The work (multiply-adds) is limited to kMaxConvolutionWork; beyond it the
-// error says so (the grid-limit message, so that a coarser grid is tried).
+// Let (B, A) be the inner composition's outputs with and without the record, ell =
+// log(dB/dA) its loss (the inner remove direction, law under B) and m = -ell (the inner
+// add direction, law under A). Poisson sampling gives the pairs ((1-q) A + q B, A)
+// (remove) and (A, (1-q) A + q B) (add), with losses L = log(1 - q + q e^ell) and
+// -log(1 - q + q e^{-m}) (Zhu, Dong, Wang 2022, Sec. 5; Balle, Barthe, Gaboardi 2018).
+// Certification, through the delta-curves d(x) = E_P[(1 - x e^{-L})_+] + P(+inf), x = e^eps:
+//  * remove: the outer P-law is (q + (1-q) e^{-ell}) dmu(ell) at L(ell), plus the inner
+//    Q-only mass Q(-inf) times (1-q) at log(1-q), plus q mu(+inf) at +inf. Since
+//    (q + (1-q) e^{-ell}) e^{-L} = e^{-ell}, for x >= 1-q this gives d_out(x) = q d_mu(x'),
+//    x' = (x - 1 + q)/q, and for x < 1-q (all losses above log x) d_out(x) = (1-q-x) Q_tot
+//    + q P_tot with the totals of the inner law (1 and 1 for a genuine pair).
+//  * add: with nu the inner add law, d_out(x) = (1 - (1-q) x) d_nu(q x / (1 - (1-q) x))
+//    for (1-q) x < 1, else 0 (the atom nu(+inf), where B = 0, lands at -log(1-q)).
+// Both are monotone in the inner curve, and a composition's curve is monotone in each
+// component's (d_{a*b}(x) = int d_a(x e^{-s}) db(s)), which is what (1) uses.
+// Upper: mu (nu) is the direct convolution (long double, no window, no aliasing) of the
+// inner components' pessimistic PMFs of that direction; their masses are >= those of the
+// composition G of the connect-the-dots pairs (a genuine pair that dominates, (1), (2)),
+// so d_mu >= d_G >= the truth. For x < 1-q (remove) the totals must be >= 1: the P-total
+// is (P_mu + mu(+inf)) >= 1, and for the Q-total the Q-only mass of G is bounded by
+// sum_c count_c u_c, u_c = the Q-mass below component c's lowest grid point (its P-mass is
+// moved up there, which loses part of its Q-mass) plus the Q-mass above its top (its
+// P-mass goes to +inf) plus the base's own Q-only mass (delta for ApproxDp); that bound
+// is put at log(1-q). +inf masses: union bound sum_c count_c P_c(+inf).
+// Lower: the convolution of the inner optimistic PMFs (each with d_lambda <= the truth,
+// which the convolution keeps), trimmed at its lowest losses to P- and Q-totals <= 1
+// (remove: then (1-q-x) Q_tot + q P_tot <= 1 - x, the true outer curve there); the atoms
+// at log(1-q) and +inf are dropped and every atom's loss is rounded down to the grid, which
+// only lowers the curve (the coupling L' <= L).
+// The atoms of the pessimistic PMF are placed on the grid by connect-the-dots after
+// raising their loss by its rounding bound. The work (multiply-adds) of the convolution
+// is limited to kMaxConvolutionWork; beyond it the error is the grid-limit one, so that a
+// coarser grid is tried (the work scales as 1/h^2).
 constexpr double kMaxConvolutionWork = 4e8;
 
 Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
@@ -1578,17 +1580,21 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
   in.tail = tail;
   in.flat.assign(flat.begin(), flat.end());
   in.symmetric = true;
-  auto built = BuildDirection(&in, Direction::kRemove);
+  const bool remove = dir == Direction::kRemove;
+  auto built = BuildDirection(&in, dir);  // the inner laws of the same direction
   if (!built.ok()) return Error{built.error()};
   const std::vector<ComponentPmfs>& comps = **built;
 
-  // Q-only and +inf masses of the composed connect-the-dots pair (union bounds).
+  // Q-only (remove only) and +inf masses of the composed connect-the-dots pair (union
+  // bounds).
   ld q_only = 0, p_inf = 0;
   for (size_t c = 0; c < comps.size(); ++c) {
     const Mechanism& mc = in.flat[c].first;
     const ld count = static_cast<ld>(in.flat[c].second);
     ld u = 0;
-    if (mc.base == Base::kRandomizedResponse) {
+    if (!remove) {
+      u = 0;
+    } else if (mc.base == Base::kRandomizedResponse) {
       u = mc.rr_delta;
     } else if (mc.base != Base::kBoundedRange) {
       std::unique_ptr<DiscreteGaussianTails> dg;
@@ -1664,21 +1670,22 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     return acc;
   };
 
-  // The subsampled loss of an inner loss ell and the P-mass factor of G_j (see above).
+  // The subsampled loss of an inner loss (ell for remove, m for add) and the factor of its
+  // P-mass (see above).
   const ld q = m.sampling_rate;
-  const bool remove = dir == Direction::kRemove;
-  auto outer_loss = [&](ld ell) {
-    const ld s = std::log1p(q * std::expm1(ell));
-    return remove ? s : -s;
+  auto outer_loss = [&](ld inner_loss) {
+    return remove ? std::log1p(q * std::expm1(inner_loss))
+                  : -std::log1p(q * std::expm1(-inner_loss));
   };
-  // Rounding bound of outer_loss (expm1, product, log1p: a few ulps of each magnitude).
-  auto loss_error = [&](ld ell, ld loss) {
-    return 16 * kLdUnit * (std::fabs(loss) + std::fabs(ell) * q + 1) +
-           8 * kLdUnit * std::fabs(ell);
+  // Rounding bound of outer_loss: the grid value (u |ell|, and |dL/d ell| <= 1), expm1 and
+  // the product (3 ulps of y = q expm1, i.e. 3 u |y|/(1+y) <= 3 u max(1, q/(1-q)) in L),
+  // log1p (u |L|); doubled.
+  auto loss_error = [&](ld inner_loss, ld loss) {
+    return 8 * kLdUnit * (std::fabs(loss) + std::fabs(inner_loss) + 1 + q / (1 - q));
   };
-  auto mass_factor = [&](ld ell) {  // multiplies G_j; computed as an exp of a sum of logs
-    return remove ? q + (1 - q) * std::exp(-ell) : std::exp(-ell);
-  };
+  // P-mass factor and the relative bound on its rounding (exp of -ell: (|ell| + 2) ulps).
+  auto mass_factor = [&](ld ell) { return remove ? q + (1 - q) * std::exp(-ell) : 1.0L; };
+  auto factor_error = [&](ld ell) { return (2 * std::fabs(ell) + 16) * kLdUnit; };
   const ld x_h = -std::expm1(-static_cast<ld>(h));
 
   // Pessimistic: convolve, transform, place by connect-the-dots.
@@ -1691,15 +1698,15 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     for (size_t j = 0; j < g.size(); ++j) {
       if (g[j] <= 0) continue;
       const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
-      const ld mass = g[j] * (1 + 1.01L * rounding) * mass_factor(ell) * (1 + 16 * kLdUnit);
+      const ld mass = g[j] * (1 + 1.01L * rounding) * mass_factor(ell) * (1 + factor_error(ell));
       const ld loss = outer_loss(ell);
       atoms.push_back({loss + loss_error(ell, loss), mass});
     }
+    // Remove: the inner Q-only mass (ell = -inf) at log(1-q). Add: the inner +inf mass
+    // (m = +inf, where B = 0) at -log(1-q).
     const ld edge = remove ? std::log1p(-q) : -std::log1p(-q);
-    if (q < 1) {
-      atoms.push_back({edge + 8 * kLdUnit * std::fabs(edge),
-                       (remove ? (1 - q) * q_only : q_only) * (1 + 8 * kLdUnit)});
-    }
+    atoms.push_back({edge + 8 * kLdUnit * std::fabs(edge),
+                     (remove ? (1 - q) * q_only : p_inf) * (1 + 8 * kLdUnit)});
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
     const ld cap = kMaxLoss;
     for (const auto& [loss, mass] : atoms) {
@@ -1734,12 +1741,21 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     upper->infinity_mass = std::min<ld>(1, to_infinity * (1 + 8 * kLdUnit));
   }
 
-  // Optimistic: convolve, drop low mass until the Q-mass is <= 1, transform, round down.
+  // Optimistic: convolve, (remove) drop low mass until the P- and Q-totals are <= 1,
+  // transform, round down.
   {
     int64_t min_index;
     ld rounding;
     std::vector<ld> g = convolve(steps_lower, &min_index, &rounding);
     for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01L * rounding) * (1 - 8 * kLdUnit));
+    ld p_mass = 0;
+    for (ld v : g) p_mass += v;
+    p_mass *= 1 + 1e-12L;
+    for (size_t j = 0; j < g.size() && p_mass > 1 && remove; ++j) {
+      const ld cut = std::min(g[j], (p_mass - 1) * (1 + 1e-12L));
+      g[j] -= cut;
+      p_mass -= cut;
+    }
     ld q_mass = 0;
     for (size_t j = 0; j < g.size(); ++j) {
       if (g[j] > 0) {
@@ -1750,7 +1766,7 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     q_mass *= 1 + 1e-12L;
     // Remove the excess Q-mass from the lowest losses (the P-mass removed there is the
     // excess times e^{ell}, small where ell < 0).
-    for (size_t j = 0; j < g.size() && q_mass > 1; ++j) {
+    for (size_t j = 0; j < g.size() && q_mass > 1 && remove; ++j) {
       if (g[j] <= 0) continue;
       const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
       const ld here = std::exp(std::log(g[j]) - ell);
@@ -1768,7 +1784,7 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     for (size_t j = 0; j < g.size(); ++j) {
       if (g[j] <= 0) continue;
       const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
-      const ld mass = g[j] * mass_factor(ell) * (1 - 16 * kLdUnit);
+      const ld mass = g[j] * mass_factor(ell) * (1 - factor_error(ell));
       const ld loss = outer_loss(ell);
       const ld l = loss - loss_error(ell, loss);
       if (!(mass > 0) || std::fabs(l) > kMaxLoss) continue;
