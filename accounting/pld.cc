@@ -203,7 +203,7 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
     case EventKind::kBoundedRange:
       if (sampling_rate < 1) {
         return Error{"the pld accountant supports Poisson sampling only of gaussian, "
-                     "discrete_gaussian and laplace events"};
+                     "discrete_gaussian and laplace events and of compositions"};
       }
       (*out)[{Base::kBoundedRange, event.epsilon(), 1.0, 0.0}] += count;
       return OkResult();
@@ -211,7 +211,7 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
     case EventKind::kApproxDp:
       if (sampling_rate < 1) {
         return Error{"the pld accountant supports Poisson sampling only of gaussian, "
-                     "discrete_gaussian and laplace events"};
+                     "discrete_gaussian and laplace events and of compositions"};
       }
       (*out)[{Base::kRandomizedResponse, event.epsilon(), 1.0,
               event.kind() == EventKind::kApproxDp ? event.delta() : 0.0}] += count;

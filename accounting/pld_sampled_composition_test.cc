@@ -87,13 +87,17 @@ TEST(PldSampledCompositionTest, SampledComposedGaussiansEqualOneSampledGaussian)
 // Randomized response with eps_i (the pure-DP leaves' PLD, exact for it): the inner pair
 // is the product of k RR pairs; sampled with rate q, delta is summed over all 2^k outputs
 // in both directions.
+// A single leaf composed once (PoissonSampled(q, SelfComposed(PureDp(eps), 1))) as well.
 TEST(PldSampledCompositionTest, SampledRandomizedResponseProductMatchesBruteForce) {
-  const std::vector<double> eps_i = {0.5, 1.0, 0.25};
   const double q = 0.2;
+  for (const std::vector<double>& eps_i :
+       {std::vector<double>{0.5, 1.0, 0.25}, std::vector<double>{2.0}}) {
   for (double eps : {0.0, 0.1, 0.4}) {
     std::vector<Event> leaves;
     for (double e : eps_i) leaves.push_back(*Event::PureDp(e));
-    const Event event = *Event::PoissonSampled(q, *Event::Composed(leaves));
+    const Event event = leaves.size() == 1
+                            ? *Event::PoissonSampled(q, *Event::SelfComposed(leaves[0], 1))
+                            : *Event::PoissonSampled(q, *Event::Composed(leaves));
     ld remove = 0, add = 0;
     const int k = static_cast<int>(eps_i.size());
     for (int mask = 0; mask < (1 << k); ++mask) {
@@ -115,6 +119,7 @@ TEST(PldSampledCompositionTest, SampledRandomizedResponseProductMatchesBruteForc
     EXPECT_GE(bounds->delta_upper, exact * (1 - 1e-12L)) << eps;
     EXPECT_LE(bounds->delta_upper, exact * 1.02L) << eps;
     EXPECT_GE(bounds->delta_lower, exact * 0.9L) << eps;
+  }
   }
 }
 
