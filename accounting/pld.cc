@@ -1560,9 +1560,10 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
 // is put at log(1-q). +inf masses: union bound sum_c count_c P_c(+inf).
 // Lower: the convolution of the inner optimistic PMFs (each with d_lambda <= the truth,
 // which the convolution keeps), trimmed at its lowest losses to P- and Q-totals <= 1
-// (remove: then (1-q-x) Q_tot + q P_tot <= 1 - x, the true outer curve there); the atoms
-// at log(1-q) and +inf are dropped and every atom's loss is rounded down to the grid, which
-// only lowers the curve (the coupling L' <= L).
+// (remove: then (1-q-x) Q_tot + q P_tot <= 1 - x, the true outer curve there), its +inf
+// mass 1 - prod_c (1 - lambda_c(+inf))^count (the convolution's, rounded down); the atom at
+// log(1-q) is dropped and every atom's loss is rounded down to the grid, which only lowers
+// the curve (the coupling L' <= L).
 // The atoms of the pessimistic PMF are placed on the grid by connect-the-dots after
 // raising their loss by its rounding bound. The work (multiply-adds) of the convolution
 // is limited to kMaxConvolutionWork; beyond it the error is the grid-limit one, so that a
@@ -1748,7 +1749,14 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     ld rounding;
     std::vector<ld> g = convolve(steps_lower, &min_index, &rounding);
     for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01L * rounding) * (1 - 8 * kLdUnit));
-    ld p_mass = 0;
+    // The composed +inf mass: some component at +inf, 1 - prod_c (1 - P_c(+inf))^count.
+    ld log_finite = 0;
+    for (size_t c = 0; c < comps.size(); ++c) {
+      log_finite += static_cast<ld>(in.flat[c].second) *
+                    std::log1p(-std::min<ld>(comps[c].lower.infinity_mass, 1));
+    }
+    const ld inf_lower = std::max<ld>(0, -std::expm1(log_finite) * (1 - 1e-10L));
+    ld p_mass = inf_lower;
     for (ld v : g) p_mass += v;
     p_mass *= 1 + 1e-12L;
     for (size_t j = 0; j < g.size() && p_mass > 1 && remove; ++j) {
@@ -1781,12 +1789,19 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     }
     std::vector<std::pair<int64_t, ld>> placed;
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    // (loss, P-mass) of the finite atoms; add: the inner +inf mass lands at -log(1-q).
+    std::vector<std::pair<ld, ld>> atoms;
     for (size_t j = 0; j < g.size(); ++j) {
       if (g[j] <= 0) continue;
       const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
-      const ld mass = g[j] * mass_factor(ell) * (1 - factor_error(ell));
       const ld loss = outer_loss(ell);
-      const ld l = loss - loss_error(ell, loss);
+      atoms.push_back({loss - loss_error(ell, loss), g[j] * mass_factor(ell) * (1 - factor_error(ell))});
+    }
+    if (!remove && inf_lower > 0) {
+      const ld edge = -std::log1p(-q);
+      atoms.push_back({edge - 8 * kLdUnit * std::fabs(edge), inf_lower * (1 - 8 * kLdUnit)});
+    }
+    for (const auto& [l, mass] : atoms) {
       if (!(mass > 0) || std::fabs(l) > kMaxLoss) continue;
       int64_t a = static_cast<int64_t>(std::floor(l / h));
       while (static_cast<ld>(a) * h > l) --a;
@@ -1800,7 +1815,7 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
     lower->min_index = lo;
     lower->mass.assign(hi - lo + 1, 0);
-    lower->infinity_mass = 0;
+    lower->infinity_mass = remove ? q * inf_lower * (1 - 8 * kLdUnit) : 0;
     for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
   }
   return OkResult();
