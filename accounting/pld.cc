@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -642,10 +643,15 @@ void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
 // range. `dg`: the discrete Gaussian's tail table (that base only). The lattice base's
 // atoms are handled like any other law: a cell's P- and Q-masses are differences of
 // tails, and the tails' stated error bounds enter the cell errors eA, eB below.
+// `custom`: tails of a law given by its own function instead (BuildSampledCompositionPmfs).
 Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
                                  Pmf* upper, Pmf* lower,
-                                 const DiscreteGaussianTails* dg = nullptr) {
-  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h, dg); };
+                                 const DiscreteGaussianTails* dg = nullptr,
+                                 const std::function<LossTails(ld)>* custom = nullptr) {
+  auto tails = [&](int64_t k) {
+    const ld l = static_cast<ld>(k) * h;
+    return custom != nullptr ? (*custom)(l) : LossTailsAt(m, dir, l, dg);
+  };
   // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
   // Losses are kept within [-kMaxLoss, kMaxLoss] so that e^{loss} never overflows a long
   // double (LossTailsAt and the cell weights below take e^{loss}). Mass beyond the range
@@ -1562,13 +1568,78 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
 // which the convolution keeps), trimmed at its lowest losses to P- and Q-totals <= 1
 // (remove: then (1-q-x) Q_tot + q P_tot <= 1 - x, the true outer curve there), its +inf
 // mass 1 - prod_c (1 - lambda_c(+inf))^count (the convolution's, rounded down); the atom at
-// log(1-q) is dropped and every atom's loss is rounded down to the grid, which only lowers
-// the curve (the coupling L' <= L).
+// log(1-q) is dropped, every atom's loss is lowered by its rounding bound, and the atoms
+// are put on the grid by the tangent method of (3) where they are dense
+// (BuildDenseAtomsLowerPmf) and rounded down to the grid where isolated: all of which only
+// lowers the curve (moving P-mass down: the coupling L' <= L).
 // The atoms of the pessimistic PMF are placed on the grid by connect-the-dots after
 // raising their loss by its rounding bound. The work (multiply-adds) of the convolution
 // is limited to kMaxConvolutionWork; beyond it the error is the grid-limit one, so that a
 // coarser grid is tried (the work scales as 1/h^2).
 constexpr double kMaxConvolutionWork = 4e8;
+
+// The optimistic PMF of (3) for a law of atoms (loss, P-mass), sorted by loss, each
+// already below its exact position. Each atom gets a designated position pos and a Q-mass
+// q >= p e^{-pos} (rounding allowance rho): its exact loss log(p/q) then lies in
+// [pos - 2 rho, pos], below the given one (moving P-mass down is dominated). If a grid
+// value lies in [pos - 2 rho, pos), pos moves down onto it, so that comparing pos with a
+// grid value classifies the exact loss exactly. The tails are compensated (Neumaier)
+// prefix and suffix sums: relative error a few ulps, inside the kCdfUlps that
+// BuildContinuousPmfs allows.
+Result<void> BuildDenseAtomsLowerPmf(const std::vector<std::pair<ld, ld>>& atoms,
+                                     const Mechanism& m, Direction dir, double h, ld tail,
+                                     Pmf* lower) {
+  struct Atom {
+    ld pos, p, q;
+  };
+  std::vector<Atom> a;
+  a.reserve(atoms.size());
+  for (const auto& [loss, mass] : atoms) {
+    if (!(mass > 0) || !(std::fabs(loss) < kMaxLoss)) continue;
+    ld l = loss;
+    const ld rho = 2 * (std::fabs(l) + 8) * kLdUnit;
+    const int64_t i = static_cast<int64_t>(std::floor(l / h));
+    for (int64_t c : {i + 1, i, i - 1}) {
+      const ld grid = static_cast<ld>(c) * h;
+      if (grid >= l - 2 * rho && grid < l) {
+        l = grid;
+        break;
+      }
+    }
+    // exp(-l) to (|l| + 2) ulps, the product 1: rho covers both, so q >= p e^{-l}, and
+    // q <= p e^{-l} (1 + 2 rho): log(p/q) in [l - 2 rho, l].
+    a.push_back({l, mass, mass * std::exp(-l) * (1 + rho)});
+  }
+  if (a.size() < 2) return OkResult();
+  std::sort(a.begin(), a.end(), [](const Atom& x, const Atom& y) { return x.pos < y.pos; });
+  const size_t n = a.size();
+  std::vector<ld> pos(n), pre_p(n + 1, 0), pre_q(n + 1, 0), suf_p(n + 1, 0), suf_q(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) pos[k] = a[k].pos;
+  // Neumaier summation: the running compensation keeps the error at a few ulps.
+  auto sums = [&](bool forward, std::vector<ld>* out_p, std::vector<ld>* out_q) {
+    ld sp = 0, cp = 0, sq = 0, cq = 0;
+    for (size_t step = 0; step < n; ++step) {
+      const size_t k = forward ? step : n - 1 - step;
+      for (auto [s, c, v] : {std::tie(sp, cp, a[k].p), std::tie(sq, cq, a[k].q)}) {
+        const ld t = s + v;
+        c += std::fabs(s) >= std::fabs(v) ? (s - t) + v : (v - t) + s;
+        s = t;
+      }
+      (*out_p)[forward ? k + 1 : k] = sp + cp;
+      (*out_q)[forward ? k + 1 : k] = sq + cq;
+    }
+  };
+  sums(true, &pre_p, &pre_q);
+  sums(false, &suf_p, &suf_q);
+  const std::function<LossTails(ld)> custom = [&](ld l) {
+    const size_t k = static_cast<size_t>(std::upper_bound(pos.begin(), pos.end(), l) - pos.begin());
+    LossTails t{suf_p[k], pre_p[k], suf_q[k], pre_q[k]};
+    t.atoms = static_cast<ld>(k);  // equal keys: no atom between the two thresholds
+    return t;
+  };
+  Pmf unused;
+  return BuildContinuousPmfs(m, dir, h, tail, &unused, lower, nullptr, &custom);
+}
 
 Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
                                          Pmf* upper, Pmf* lower) {
@@ -1801,6 +1872,27 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
       const ld edge = -std::log1p(-q);
       atoms.push_back({edge - 8 * kLdUnit * std::fabs(edge), inf_lower * (1 - 8 * kLdUnit)});
     }
+    // The bulk, where consecutive atoms are closer than h/2, gets the tangent-corrected
+    // optimistic PMF of (3), built from its exact tails (second order in h); the sparse
+    // rest is rounded down (the tangent correction would drop isolated atoms, see
+    // BuildLatticeLowerPmf). Both parts are dominated, so is their sum (the delta-curve is
+    // linear in the law).
+    std::sort(atoms.begin(), atoms.end());
+    size_t dense_end = 0;  // atoms [0, dense_end) form the bulk
+    for (size_t k = 1; k < atoms.size(); ++k) {
+      if (atoms[k].first - atoms[k - 1].first < h / 2) dense_end = k + 1;
+    }
+    Pmf dense;
+    if (dense_end >= 2) {
+      DPKIT_RETURN_IF_ERROR(BuildDenseAtomsLowerPmf(
+          std::vector<std::pair<ld, ld>>(atoms.begin(), atoms.begin() + dense_end), m, dir, h,
+          tail, &dense));
+      atoms.erase(atoms.begin(), atoms.begin() + dense_end);
+    }
+    if (!dense.mass.empty()) {
+      lo = dense.min_index;
+      hi = dense.min_index + static_cast<int64_t>(dense.mass.size()) - 1;
+    }
     for (const auto& [l, mass] : atoms) {
       if (!(mass > 0) || std::fabs(l) > kMaxLoss) continue;
       int64_t a = static_cast<int64_t>(std::floor(l / h));
@@ -1809,7 +1901,7 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
       lo = std::min(lo, a);
       hi = std::max(hi, a);
     }
-    if (placed.empty()) {
+    if (placed.empty() && dense.mass.empty()) {
       lo = hi = 0;
     }
     if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
@@ -1817,6 +1909,9 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
     lower->mass.assign(hi - lo + 1, 0);
     lower->infinity_mass = remove ? q * inf_lower * (1 - 8 * kLdUnit) : 0;
     for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
+    for (size_t i = 0; i < dense.mass.size(); ++i) {
+      lower->mass[dense.min_index + static_cast<int64_t>(i) - lo] += std::max<ld>(dense.mass[i], 0);
+    }
   }
   return OkResult();
 }

@@ -135,7 +135,7 @@ TEST(PldSampledCompositionTest, SparseDpSgdStepHasCertifiedBounds) {
   auto bounds = PldEpsilon(run, 1e-5);
   ASSERT_TRUE(bounds.ok()) << bounds.error();
   EXPECT_LE(bounds->epsilon_lower, bounds->epsilon_upper);
-  EXPECT_GT(bounds->epsilon_lower, 0.9 * bounds->epsilon_upper);
+  EXPECT_GT(bounds->epsilon_lower, 0.98 * bounds->epsilon_upper);  // measured 0.9988
   auto gaussian_only = PldEpsilon(*DpSgdEvent(0.01, 1.0, 300), 1e-5);
   ASSERT_TRUE(gaussian_only.ok());
   EXPECT_GT(bounds->epsilon_upper, gaussian_only->epsilon_lower);
