@@ -807,23 +807,129 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
   return OkResult();
 }
 
+// The optimistic PMF of (3) for a law of atoms (loss, P-mass), sorted by loss, each
+// already below its exact position. Each atom gets a designated position pos and a Q-mass
+// q >= p e^{-pos} (rounding allowance rho): its exact loss log(p/q) then lies in
+// [pos - 2 rho, pos], below the given one (moving P-mass down is dominated). If a grid
+// value lies in [pos - 2 rho, pos), pos moves down onto it, so that comparing pos with a
+// grid value classifies the exact loss exactly. The tails are compensated (Neumaier)
+// prefix and suffix sums: relative error a few ulps, inside the kCdfUlps that
+// BuildContinuousPmfs allows.
+Result<void> BuildDenseAtomsLowerPmf(const std::vector<std::pair<ld, ld>>& atoms,
+                                     const Mechanism& m, Direction dir, double h, ld tail,
+                                     Pmf* lower) {
+  struct Atom {
+    ld pos, p, q;
+  };
+  std::vector<Atom> a;
+  a.reserve(atoms.size());
+  for (const auto& [loss, mass] : atoms) {
+    if (!(mass > 0) || !(std::fabs(loss) < kMaxLoss)) continue;
+    ld l = loss;
+    const ld rho = 2 * (std::fabs(l) + 8) * kLdUnit;
+    const int64_t i = static_cast<int64_t>(std::floor(l / h));
+    for (int64_t c : {i + 1, i, i - 1}) {
+      const ld grid = static_cast<ld>(c) * h;
+      if (grid >= l - 2 * rho && grid < l) {
+        l = grid;
+        break;
+      }
+    }
+    // exp(-l) to (|l| + 2) ulps, the product 1: rho covers both, so q >= p e^{-l}, and
+    // q <= p e^{-l} (1 + 2 rho): log(p/q) in [l - 2 rho, l].
+    a.push_back({l, mass, mass * std::exp(-l) * (1 + rho)});
+  }
+  if (a.size() < 2) return OkResult();
+  std::sort(a.begin(), a.end(), [](const Atom& x, const Atom& y) { return x.pos < y.pos; });
+  const size_t n = a.size();
+  std::vector<ld> pos(n), pre_p(n + 1, 0), pre_q(n + 1, 0), suf_p(n + 1, 0), suf_q(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) pos[k] = a[k].pos;
+  // Neumaier summation: the running compensation keeps the error at a few ulps.
+  auto sums = [&](bool forward, std::vector<ld>* out_p, std::vector<ld>* out_q) {
+    ld sp = 0, cp = 0, sq = 0, cq = 0;
+    for (size_t step = 0; step < n; ++step) {
+      const size_t k = forward ? step : n - 1 - step;
+      for (auto [s, c, v] : {std::tie(sp, cp, a[k].p), std::tie(sq, cq, a[k].q)}) {
+        const ld t = s + v;
+        c += std::fabs(s) >= std::fabs(v) ? (s - t) + v : (v - t) + s;
+        s = t;
+      }
+      (*out_p)[forward ? k + 1 : k] = sp + cp;
+      (*out_q)[forward ? k + 1 : k] = sq + cq;
+    }
+  };
+  sums(true, &pre_p, &pre_q);
+  sums(false, &suf_p, &suf_q);
+  const std::function<LossTails(ld)> custom = [&](ld l) {
+    const size_t k = static_cast<size_t>(std::upper_bound(pos.begin(), pos.end(), l) - pos.begin());
+    LossTails t{suf_p[k], pre_p[k], suf_q[k], pre_q[k]};
+    t.atoms = static_cast<ld>(k);  // equal keys: no atom between the two thresholds
+    return t;
+  };
+  Pmf unused;
+  return BuildContinuousPmfs(m, dir, h, tail, &unused, lower, nullptr, &custom);
+}
+
+// The optimistic PMF of a law of atoms (loss, P-mass), each loss already lowered by its
+// rounding bound and each mass rounded down, plus `infinity` P-mass at +inf. The bulk,
+// where consecutive atoms are closer than h/2, gets the tangent-corrected optimistic PMF of
+// (3) built from its exact tails (BuildDenseAtomsLowerPmf, second order in h); the
+// isolated rest is rounded down to the grid (the tangent correction would drop isolated
+// atoms: it subtracts ~ p h/4 beside each and then cuts the curve where that exceeds
+// delta; rounding down loses at most the factor e^{-h} per atom, and is the best
+// dominated placement of a single atom). Both parts are dominated, so is their sum (the
+// delta-curve is linear in the law); atoms beyond |loss| = kMaxLoss are dropped.
+Result<void> PlaceLowerAtoms(std::vector<std::pair<ld, ld>> atoms, const Mechanism& m,
+                             Direction dir, double h, ld tail, ld infinity, Pmf* lower) {
+  std::sort(atoms.begin(), atoms.end());
+  size_t dense_end = 0;  // atoms [0, dense_end) form the bulk
+  for (size_t k = 1; k < atoms.size(); ++k) {
+    if (atoms[k].first - atoms[k - 1].first < h / 2) dense_end = k + 1;
+  }
+  Pmf dense;
+  if (dense_end >= 2) {
+    DPKIT_RETURN_IF_ERROR(BuildDenseAtomsLowerPmf(
+        std::vector<std::pair<ld, ld>>(atoms.begin(), atoms.begin() + dense_end), m, dir, h,
+        tail, &dense));
+    atoms.erase(atoms.begin(), atoms.begin() + dense_end);
+  }
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  if (!dense.mass.empty()) {
+    lo = dense.min_index;
+    hi = dense.min_index + static_cast<int64_t>(dense.mass.size()) - 1;
+  }
+  std::vector<std::pair<int64_t, ld>> placed;
+  for (const auto& [l, mass] : atoms) {
+    if (!(mass > 0) || !(std::fabs(l) <= kMaxLoss)) continue;
+    int64_t a = static_cast<int64_t>(std::floor(l / h));
+    while (static_cast<ld>(a) * h > l) --a;
+    placed.push_back({a, mass});
+    lo = std::min(lo, a);
+    hi = std::max(hi, a);
+  }
+  if (placed.empty() && dense.mass.empty()) lo = hi = 0;
+  if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
+  lower->min_index = lo;
+  lower->mass.assign(hi - lo + 1, 0);
+  lower->infinity_mass = infinity;
+  for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
+  for (size_t i = 0; i < dense.mass.size(); ++i) {
+    lower->mass[dense.min_index + static_cast<int64_t>(i) - lo] += std::max<ld>(dense.mass[i], 0);
+  }
+  return OkResult();
+}
+
 // Optimistic PMF of a discrete Gaussian component whose loss atoms are sparse on the grid
-// (lattice spacing D/s^2 >= h): every atom's P-mass (rounded down) is placed at the grid
-// point at or below its loss (computed loss minus its error bound eta, so below the exact
-// loss). Moving P-mass to lower losses only lowers delta(eps) = E_P[(1 - e^{eps-L})_+] (and,
-// by the coupling L' <= L, that of every composition), and dropping mass lowers it too:
-// the result is dominated. The tangent correction of BuildContinuousPmfs is made for
-// densities; for isolated atoms it subtracts ~ a h/4 per atom at the grid points beside it
-// and then cuts the curve where that exceeds delta, which drops the atom (a first-order,
-// often total loss), while rounding down loses at most the factor e^{-h} per atom.
-// Atoms outside [min_index, min_index + points) of the pessimistic grid, or with P-mass
-// below `tail` (they carry no more than the grid's tail budget), are dropped.
-void BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg, Direction dir,
-                          double h, ld tail, int64_t min_index, int64_t points, Pmf* lower) {
+// (lattice spacing D/s^2 >= h): the atoms are enumerated, each P-mass rounded down and each
+// loss lowered by its rounding bound eta (so below the exact loss), and placed by
+// PlaceLowerAtoms (the tangent method where Poisson sampling makes them dense, rounded down
+// where isolated). The tangent correction of BuildContinuousPmfs on the lattice's tails would
+// drop isolated atoms (see PlaceLowerAtoms). Atoms with P-mass below `tail` (they carry no
+// more than the grid's tail budget) are dropped.
+Result<void> BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg,
+                                  Direction dir, double h, ld tail, Pmf* lower) {
   const ld sigma = m.parameter, d = static_cast<ld>(m.sensitivity), q = m.sampling_rate;
-  lower->min_index = min_index;
-  lower->mass.assign(points, 0);
-  lower->infinity_mass = 0;
+  std::vector<std::pair<ld, ld>> atoms;
   // |x| beyond 40 s (+ D) has P-mass below e^{-800}: nothing that is not dropped anyway.
   const ld reach = std::ceil(40 * sigma) + 1;
   for (ld x = -reach; x <= reach + d; ++x) {
@@ -839,15 +945,13 @@ void BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg, D
       const ld s = std::log1p(q * std::expm1(ell));
       loss = dir == Direction::kRemove ? s : -s;
       p_mass = dir == Direction::kRemove ? (1 - q) * a + q * b : a;
-      eta = 16 * kLdUnit * (std::fabs(s) + std::fabs(ell) + 1);
+      eta = 16 * kLdUnit * (std::fabs(s) + std::fabs(ell) + 1 + q / (1 - q));
     }
     p_mass *= 1 - 8 * kLdUnit;
     if (!(p_mass >= tail) || !(std::fabs(loss) <= kMaxLoss)) continue;
-    int64_t index = static_cast<int64_t>(std::floor((loss - eta) / h));
-    while (static_cast<ld>(index) * h > loss - eta) --index;
-    if (index < min_index || index >= min_index + points) continue;
-    lower->mass[index - min_index] += p_mass;
+    atoms.push_back({loss - eta, p_mass});
   }
+  return PlaceLowerAtoms(std::move(atoms), m, dir, h, tail, 0, lower);
 }
 
 // Randomized response, the worst case of every (eps, delta)-DP mechanism (Kairouz, Oh,
@@ -1517,14 +1621,11 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
       const DiscreteGaussianTails dg(m.parameter);
       DPKIT_RETURN_IF_ERROR(
           BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower, &dg));
-      // Sparse atoms (unsampled, at most one per cell: D/s^2 >= h; s <= 1e5 bounds the
-      // enumeration): the rounded-down optimistic PMF (see BuildLatticeLowerPmf). Poisson
-      // sampling compresses the bulk of the losses by about q (dL/d ell = q e^ell /
-      // (1 - q + q e^ell)), where the tangent method does well.
+      // Sparse atoms (D/s^2 >= h; s <= 1e5 bounds the enumeration): the optimistic PMF
+      // from the enumerated atoms (see BuildLatticeLowerPmf).
       const double spacing = static_cast<double>(m.sensitivity) / (m.parameter * m.parameter);
-      if (m.sampling_rate == 1 && spacing >= p->h && m.parameter <= 1e5) {
-        BuildLatticeLowerPmf(m, dg, dir, p->h, p->tail, c.upper.min_index,
-                             static_cast<int64_t>(c.upper.mass.size()), &c.lower);
+      if (spacing >= p->h && m.parameter <= 1e5) {
+        DPKIT_RETURN_IF_ERROR(BuildLatticeLowerPmf(m, dg, dir, p->h, p->tail, &c.lower));
       }
     } else {
       DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
@@ -1577,69 +1678,6 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
 // is limited to kMaxConvolutionWork; beyond it the error is the grid-limit one, so that a
 // coarser grid is tried (the work scales as 1/h^2).
 constexpr double kMaxConvolutionWork = 4e8;
-
-// The optimistic PMF of (3) for a law of atoms (loss, P-mass), sorted by loss, each
-// already below its exact position. Each atom gets a designated position pos and a Q-mass
-// q >= p e^{-pos} (rounding allowance rho): its exact loss log(p/q) then lies in
-// [pos - 2 rho, pos], below the given one (moving P-mass down is dominated). If a grid
-// value lies in [pos - 2 rho, pos), pos moves down onto it, so that comparing pos with a
-// grid value classifies the exact loss exactly. The tails are compensated (Neumaier)
-// prefix and suffix sums: relative error a few ulps, inside the kCdfUlps that
-// BuildContinuousPmfs allows.
-Result<void> BuildDenseAtomsLowerPmf(const std::vector<std::pair<ld, ld>>& atoms,
-                                     const Mechanism& m, Direction dir, double h, ld tail,
-                                     Pmf* lower) {
-  struct Atom {
-    ld pos, p, q;
-  };
-  std::vector<Atom> a;
-  a.reserve(atoms.size());
-  for (const auto& [loss, mass] : atoms) {
-    if (!(mass > 0) || !(std::fabs(loss) < kMaxLoss)) continue;
-    ld l = loss;
-    const ld rho = 2 * (std::fabs(l) + 8) * kLdUnit;
-    const int64_t i = static_cast<int64_t>(std::floor(l / h));
-    for (int64_t c : {i + 1, i, i - 1}) {
-      const ld grid = static_cast<ld>(c) * h;
-      if (grid >= l - 2 * rho && grid < l) {
-        l = grid;
-        break;
-      }
-    }
-    // exp(-l) to (|l| + 2) ulps, the product 1: rho covers both, so q >= p e^{-l}, and
-    // q <= p e^{-l} (1 + 2 rho): log(p/q) in [l - 2 rho, l].
-    a.push_back({l, mass, mass * std::exp(-l) * (1 + rho)});
-  }
-  if (a.size() < 2) return OkResult();
-  std::sort(a.begin(), a.end(), [](const Atom& x, const Atom& y) { return x.pos < y.pos; });
-  const size_t n = a.size();
-  std::vector<ld> pos(n), pre_p(n + 1, 0), pre_q(n + 1, 0), suf_p(n + 1, 0), suf_q(n + 1, 0);
-  for (size_t k = 0; k < n; ++k) pos[k] = a[k].pos;
-  // Neumaier summation: the running compensation keeps the error at a few ulps.
-  auto sums = [&](bool forward, std::vector<ld>* out_p, std::vector<ld>* out_q) {
-    ld sp = 0, cp = 0, sq = 0, cq = 0;
-    for (size_t step = 0; step < n; ++step) {
-      const size_t k = forward ? step : n - 1 - step;
-      for (auto [s, c, v] : {std::tie(sp, cp, a[k].p), std::tie(sq, cq, a[k].q)}) {
-        const ld t = s + v;
-        c += std::fabs(s) >= std::fabs(v) ? (s - t) + v : (v - t) + s;
-        s = t;
-      }
-      (*out_p)[forward ? k + 1 : k] = sp + cp;
-      (*out_q)[forward ? k + 1 : k] = sq + cq;
-    }
-  };
-  sums(true, &pre_p, &pre_q);
-  sums(false, &suf_p, &suf_q);
-  const std::function<LossTails(ld)> custom = [&](ld l) {
-    const size_t k = static_cast<size_t>(std::upper_bound(pos.begin(), pos.end(), l) - pos.begin());
-    LossTails t{suf_p[k], pre_p[k], suf_q[k], pre_q[k]};
-    t.atoms = static_cast<ld>(k);  // equal keys: no atom between the two thresholds
-    return t;
-  };
-  Pmf unused;
-  return BuildContinuousPmfs(m, dir, h, tail, &unused, lower, nullptr, &custom);
-}
 
 Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
                                          Pmf* upper, Pmf* lower) {
@@ -1858,8 +1896,6 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
         q_mass = 1;
       }
     }
-    std::vector<std::pair<int64_t, ld>> placed;
-    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
     // (loss, P-mass) of the finite atoms; add: the inner +inf mass lands at -log(1-q).
     std::vector<std::pair<ld, ld>> atoms;
     for (size_t j = 0; j < g.size(); ++j) {
@@ -1872,46 +1908,8 @@ Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, doub
       const ld edge = -std::log1p(-q);
       atoms.push_back({edge - 8 * kLdUnit * std::fabs(edge), inf_lower * (1 - 8 * kLdUnit)});
     }
-    // The bulk, where consecutive atoms are closer than h/2, gets the tangent-corrected
-    // optimistic PMF of (3), built from its exact tails (second order in h); the sparse
-    // rest is rounded down (the tangent correction would drop isolated atoms, see
-    // BuildLatticeLowerPmf). Both parts are dominated, so is their sum (the delta-curve is
-    // linear in the law).
-    std::sort(atoms.begin(), atoms.end());
-    size_t dense_end = 0;  // atoms [0, dense_end) form the bulk
-    for (size_t k = 1; k < atoms.size(); ++k) {
-      if (atoms[k].first - atoms[k - 1].first < h / 2) dense_end = k + 1;
-    }
-    Pmf dense;
-    if (dense_end >= 2) {
-      DPKIT_RETURN_IF_ERROR(BuildDenseAtomsLowerPmf(
-          std::vector<std::pair<ld, ld>>(atoms.begin(), atoms.begin() + dense_end), m, dir, h,
-          tail, &dense));
-      atoms.erase(atoms.begin(), atoms.begin() + dense_end);
-    }
-    if (!dense.mass.empty()) {
-      lo = dense.min_index;
-      hi = dense.min_index + static_cast<int64_t>(dense.mass.size()) - 1;
-    }
-    for (const auto& [l, mass] : atoms) {
-      if (!(mass > 0) || std::fabs(l) > kMaxLoss) continue;
-      int64_t a = static_cast<int64_t>(std::floor(l / h));
-      while (static_cast<ld>(a) * h > l) --a;
-      placed.push_back({a, mass});
-      lo = std::min(lo, a);
-      hi = std::max(hi, a);
-    }
-    if (placed.empty() && dense.mass.empty()) {
-      lo = hi = 0;
-    }
-    if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
-    lower->min_index = lo;
-    lower->mass.assign(hi - lo + 1, 0);
-    lower->infinity_mass = remove ? q * inf_lower * (1 - 8 * kLdUnit) : 0;
-    for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
-    for (size_t i = 0; i < dense.mass.size(); ++i) {
-      lower->mass[dense.min_index + static_cast<int64_t>(i) - lo] += std::max<ld>(dense.mass[i], 0);
-    }
+    return PlaceLowerAtoms(std::move(atoms), m, dir, h, tail,
+                           remove ? q * inf_lower * (1 - 8 * kLdUnit) : 0, lower);
   }
   return OkResult();
 }

@@ -162,7 +162,10 @@ TEST(PldDiscreteGaussianTest, ComposedDeltaIsInsideTheInterval) {
 TEST(PldDiscreteGaussianTest, PoissonSampledDeltaIsInsideTheInterval) {
   struct Case { double q, sigma; int64_t d; double eps; };
   for (const Case& c : {Case{0.01, 1.0, 1, 0.01}, Case{0.1, 0.8, 1, 0.5},
-                        Case{0.5, 2.0, 3, 0.1}, Case{0.2, 1500.0, 1025, 0.2}}) {
+                        Case{0.5, 2.0, 3, 0.1}, Case{0.2, 1500.0, 1025, 0.2},
+                        // Sparse lattice (spacing D/s^2 = 3.1) sampled: the delta at large
+                        // eps comes from isolated top atoms.
+                        Case{0.05, 0.8, 2, 8.0}, Case{0.0123, 0.76, 2, 20.0}}) {
     const DiscreteGaussianPmf pmf = MakePmf(c.sigma);
     const ld exact = HockeyStick(pmf, c.d, c.q, c.eps);
     auto bounds = PldDelta(*Event::PoissonSampled(c.q, Dg(c.sigma, c.d)), c.eps);
