@@ -303,8 +303,9 @@ BaseTails LaplaceTails(ld b, ld t, bool inclusive) {
 //    (x^2/(2 s^2) + 2) u per term), precomputed for k <= J = ceil(150.4 s) + 1, where
 //    f(J) < e^{-11300}; the rest, sum_{x>J} f(x) <= f(J+1) / (1 - e^{-(2J+3)/(2s^2)})
 //    (the ratios f(x+1)/f(x) decrease), is added to the error. Z = 1 + 2 U(1).
-//  * s > kDirectSigma: Euler-Maclaurin summation with remainder of order 5 (DLMF
-//    2.10.1; |B~_5(x)|/5! <= 2 zeta(5)/(2 pi)^5 < 2.2e-4, DLMF 24.9.1 / 25.11.?):
+//  * s > kDirectSigma: Euler-Maclaurin summation with remainder of order 5 (DLMF 2.10.1;
+//    the Fourier series of the periodic Bernoulli functions, DLMF 24.8.1-24.8.2, give
+//    |B~_5(x)|/5! <= 2 zeta(5)/(2 pi)^5 < 2.2e-4):
 //      U(a) = I(a) + f(a)/2 - f'(a)/12 + f'''(a)/720 + R,
 //      |R| <= 2.2e-4 int_a^inf |f^(5)| = 2.2e-4 TV(f^(4) on [a, inf)),
 //    with I(a) = int_a^inf f = s sqrt(pi/2) erfc(a/(s sqrt 2)) and, for y = x/s,
@@ -336,8 +337,9 @@ class DiscreteGaussianTails {
       const ld next = static_cast<ld>(j + 1);
       beyond_ = std::exp(-next * next * inv) / -std::expm1(-(2 * next + 1) * inv);
       beyond_ = beyond_ * (1 + 1e-10L) + 4 * LDBL_MIN;
-      // Recursive summation of j positive terms, each an exp of an argument <= 11400.
-      suffix_rel_ = (static_cast<ld>(j) + 2 * 11400 + 16) * kLdUnit;
+      // Recursive summation of j positive terms (j ulps), each an exp of an argument
+      // a <= 11400 computed to 3 ulps (so 3 a + 2 ulps of the term).
+      suffix_rel_ = (static_cast<ld>(j) + 4 * 11400 + 16) * kLdUnit;
       z_ = 1 + 2 * suffix_[1];
       z_err_ = 2 * (beyond_ + suffix_rel_ * suffix_[1]) + 2 * kLdUnit * z_;
     } else {
@@ -370,11 +372,12 @@ class DiscreteGaussianTails {
     const ld y = x / sigma_;
     return std::exp(-y * y / 2) / z_ * (1 + 1e-12L) + 4 * LDBL_MIN;
   }
-  // A lower bound on P(X = x) (exp of -y^2/2 to (y^2 + 4) ulps, Z to z_err).
+  // A lower bound on P(X = x) (exp of -y^2/2 to (1.5 y^2 + 1) ulps, Z to z_err).
   ld PmfLower(ld x) const {
     const ld y = x / sigma_;
     const ld f = std::exp(-y * y / 2);
-    return std::max<ld>(0, f * (1 - (y * y + 8) * kLdUnit) / (z_ + z_err_) * (1 - 4 * kLdUnit));
+    return std::max<ld>(0,
+                        f * (1 - (2 * y * y + 8) * kLdUnit) / (z_ + z_err_) * (1 - 4 * kLdUnit));
   }
 
  private:
