@@ -19,6 +19,8 @@ struct Event::Node {
   EventKind kind = EventKind::kGaussian;
   double noise_multiplier = 0;
   double scale = 0;
+  double sigma = 0;
+  int64_t sensitivity = 0;
   double epsilon = 0;
   double delta = 0;
   double sampling_rate = 0;
@@ -48,6 +50,8 @@ const char* EventKindName(EventKind kind) {
       return "gaussian";
     case EventKind::kLaplace:
       return "laplace";
+    case EventKind::kDiscreteGaussian:
+      return "discrete_gaussian";
     case EventKind::kPureDp:
       return "pure_dp";
     case EventKind::kBoundedRange:
@@ -83,6 +87,20 @@ Result<Event> Event::Laplace(double scale) {
   auto node = std::make_shared<Node>();
   node->kind = EventKind::kLaplace;
   node->scale = scale;
+  return Event(std::move(node));
+}
+
+Result<Event> Event::DiscreteGaussian(double sigma, int64_t sensitivity) {
+  if (!std::isfinite(sigma) || sigma <= 0) {
+    return RangeError("sigma", "finite and > 0", sigma);
+  }
+  if (sensitivity < 1 || sensitivity > kMaxDiscreteSensitivity) {
+    return RangeError("sensitivity", "an integer in [1, 2^40]", sensitivity);
+  }
+  auto node = std::make_shared<Node>();
+  node->kind = EventKind::kDiscreteGaussian;
+  node->sigma = sigma;
+  node->sensitivity = sensitivity;
   return Event(std::move(node));
 }
 
@@ -166,6 +184,8 @@ Result<Event> Event::Composed(std::vector<Event> events) {
 EventKind Event::kind() const { return node_->kind; }
 double Event::noise_multiplier() const { return node_->noise_multiplier; }
 double Event::scale() const { return node_->scale; }
+double Event::sigma() const { return node_->sigma; }
+int64_t Event::sensitivity() const { return node_->sensitivity; }
 double Event::epsilon() const { return node_->epsilon; }
 double Event::delta() const { return node_->delta; }
 double Event::sampling_rate() const { return node_->sampling_rate; }
@@ -188,6 +208,7 @@ bool operator==(const Event& a, const Event& b) {
   const Event::Node& x = *a.node_;
   const Event::Node& y = *b.node_;
   return x.kind == y.kind && x.noise_multiplier == y.noise_multiplier && x.scale == y.scale &&
+         x.sigma == y.sigma && x.sensitivity == y.sensitivity &&
          x.epsilon == y.epsilon && x.delta == y.delta && x.sampling_rate == y.sampling_rate &&
          x.population == y.population && x.sample_size == y.sample_size &&
          x.count == y.count && x.children == y.children;
@@ -202,6 +223,10 @@ json Event::ToJson() const {
       break;
     case EventKind::kLaplace:
       out["scale"] = scale();
+      break;
+    case EventKind::kDiscreteGaussian:
+      out["sigma"] = sigma();
+      out["sensitivity"] = sensitivity();
       break;
     case EventKind::kPureDp:
     case EventKind::kBoundedRange:
@@ -305,6 +330,14 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
     if (!b.ok()) return Error{b.error()};
     return Laplace(*b);
   }
+  if (type == "discrete_gaussian") {
+    DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"sigma", "sensitivity"}));
+    Result<double> sigma = GetDouble(in, "sigma");
+    if (!sigma.ok()) return Error{sigma.error()};
+    Result<int64_t> sensitivity = GetInt(in, "sensitivity");
+    if (!sensitivity.ok()) return Error{sensitivity.error()};
+    return DiscreteGaussian(*sigma, *sensitivity);
+  }
   if (type == "pure_dp") {
     DPKIT_RETURN_IF_ERROR(CheckFields(in, type, {"epsilon"}));
     Result<double> eps = GetDouble(in, "epsilon");
@@ -367,7 +400,7 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
     return Composed(std::move(children));
   }
   return Error{"unknown event type \"" + type +
-               "\" (expected gaussian, laplace, pure_dp, bounded_range, approx_dp, "
+               "\" (expected gaussian, laplace, discrete_gaussian, pure_dp, bounded_range, approx_dp, "
                "poisson_sampled, sampled_without_replacement, self_composed or composed)"};
 }
 

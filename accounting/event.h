@@ -6,7 +6,7 @@
 // of the query's sensitivity (sensitivity 1): a Gaussian with noise_multiplier z adds
 // N(0, z^2), a Laplace with scale b adds Lap(b).
 //
-// Leaves: Gaussian, Laplace, PureDp, BoundedRange, ApproxDp. Inner nodes: PoissonSampled (each
+// Leaves: Gaussian, Laplace, DiscreteGaussian, PureDp, BoundedRange, ApproxDp. Inner nodes: PoissonSampled (each
 // record enters independently with probability q), SampledWithoutReplacement (a
 // uniformly random subset of m of the n records), SelfComposed (the inner event run
 // `count` times), Composed (the children run one after another, adaptively).
@@ -14,6 +14,7 @@
 // JSON form (ToJson / FromJson), one object per node, with a "type" string:
 //   {"type":"gaussian","noise_multiplier":1.1}
 //   {"type":"laplace","scale":2}
+//   {"type":"discrete_gaussian","sigma":1500,"sensitivity":1025}
 //   {"type":"pure_dp","epsilon":0.5}
 //   {"type":"bounded_range","epsilon":0.5}
 //   {"type":"approx_dp","epsilon":1,"delta":1e-6}
@@ -41,6 +42,7 @@ namespace dpkit::accounting {
 enum class EventKind {
   kGaussian,
   kLaplace,
+  kDiscreteGaussian,
   kPureDp,
   kBoundedRange,
   kApproxDp,
@@ -53,6 +55,11 @@ enum class EventKind {
 // The JSON "type" string of a kind ("gaussian", "poisson_sampled", ...).
 const char* EventKindName(EventKind kind);
 
+// Largest integer sensitivity of a discrete Gaussian event (2^40, as the samplers'
+// largest sigma): the accountants form sensitivity^2 and sigma^2 t / sensitivity in
+// long double, which stays exact enough far beyond it.
+inline constexpr int64_t kMaxDiscreteSensitivity = int64_t{1} << 40;
+
 // Nesting limit of FromJson (protects the recursive accountants from hostile input).
 inline constexpr int kMaxEventDepth = 256;
 
@@ -62,6 +69,12 @@ class Event {
   static Result<Event> Gaussian(double noise_multiplier);
   // Laplace noise Lap(scale) on a sensitivity-1 (L1) query; finite, > 0.
   static Result<Event> Laplace(double scale);
+  // Discrete Gaussian noise N_Z(0, sigma^2) (P(x) proportional to exp(-x^2/(2 sigma^2))
+  // on the integers; Canonne, Kamath, Steinke 2020) added to an integer-valued query
+  // with integer L2 sensitivity `sensitivity`. Unlike the other leaves its parameters
+  // are in the query's own (integer) units: the loss lattice depends on both.
+  // sigma finite, > 0; sensitivity in [1, kMaxDiscreteSensitivity].
+  static Result<Event> DiscreteGaussian(double sigma, int64_t sensitivity);
   // Any epsilon-DP mechanism; epsilon finite, >= 0.
   static Result<Event> PureDp(double epsilon);
   // Any epsilon-bounded-range mechanism (Durfee & Rogers 2019; Dong, Durfee, Rogers
@@ -86,6 +99,8 @@ class Event {
   // Parameter accessors; each returns 0 for a kind that has no such parameter.
   double noise_multiplier() const;  // kGaussian
   double scale() const;             // kLaplace
+  double sigma() const;             // kDiscreteGaussian
+  int64_t sensitivity() const;      // kDiscreteGaussian
   double epsilon() const;           // kPureDp, kBoundedRange, kApproxDp
   double delta() const;             // kApproxDp (0 for kPureDp, kBoundedRange)
   double sampling_rate() const;     // kPoissonSampled

@@ -109,6 +109,38 @@ TEST(EventTest, LaplaceRejectsNonPositiveOrNonFiniteScale) {
   }
 }
 
+TEST(EventTest, DiscreteGaussianStoresSigmaAndIntegerSensitivity) {
+  const Event dg = Event::DiscreteGaussian(1536.5, 1025).value();
+  EXPECT_EQ(dg.kind(), EventKind::kDiscreteGaussian);
+  EXPECT_EQ(dg.sigma(), 1536.5);
+  EXPECT_EQ(dg.sensitivity(), 1025);
+  EXPECT_EQ(dg.noise_multiplier(), 0.0);
+  EXPECT_TRUE(dg.children().empty());
+  EXPECT_STREQ(EventKindName(EventKind::kDiscreteGaussian), "discrete_gaussian");
+  // Not the continuous Gaussian of the same noise multiplier, nor one of another
+  // sensitivity.
+  EXPECT_NE(Event::DiscreteGaussian(2, 1).value(), Gauss(2));
+  EXPECT_NE(Event::DiscreteGaussian(2, 1).value(), Event::DiscreteGaussian(2, 2).value());
+  EXPECT_EQ(Event::DiscreteGaussian(2, 1).value(), Event::DiscreteGaussian(2, 1).value());
+  EXPECT_TRUE(Event::DiscreteGaussian(1e-3, kMaxDiscreteSensitivity).ok());
+}
+
+TEST(EventTest, DiscreteGaussianRejectsBadSigmaOrSensitivity) {
+  for (double sigma : {0.0, -1.0, kInf, kNan}) {
+    Result<Event> e = Event::DiscreteGaussian(sigma, 1);
+    ASSERT_FALSE(e.ok()) << sigma;
+    EXPECT_NE(e.error().find("sigma must be finite and > 0"), std::string::npos) << e.error();
+  }
+  for (int64_t sensitivity : {int64_t{0}, int64_t{-3}, kMaxDiscreteSensitivity + 1, INT64_MAX}) {
+    Result<Event> e = Event::DiscreteGaussian(1.0, sensitivity);
+    ASSERT_FALSE(e.ok()) << sensitivity;
+    EXPECT_NE(e.error().find("sensitivity must be an integer in [1, 2^40], got " +
+                             std::to_string(sensitivity)),
+              std::string::npos)
+        << e.error();
+  }
+}
+
 TEST(EventTest, PureDpRejectsNegativeOrNonFiniteEpsilon) {
   EXPECT_TRUE(Event::PureDp(0.0).ok());
   for (double eps : {-0.1, kInf, kNan}) {
@@ -217,11 +249,39 @@ TEST(EventJsonTest, BoundedRangeReadsBackAndValidates) {
   EXPECT_NE(missing.error().find("missing field \"epsilon\""), std::string::npos);
 }
 
+TEST(EventJsonTest, DiscreteGaussianWritesReadsBackAndValidates) {
+  const Event dg = Event::DiscreteGaussian(1536.5, 1025).value();
+  EXPECT_EQ(dg.ToJsonString(), R"({"sensitivity":1025,"sigma":1536.5,"type":"discrete_gaussian"})");
+  Result<Event> back =
+      Event::FromJsonString(R"({"type":"discrete_gaussian","sigma":0.1,"sensitivity":3})");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, Event::DiscreteGaussian(0.1, 3).value());
+  // sigma given as a JSON integer is a number like any other.
+  back = Event::FromJsonString(R"({"type":"discrete_gaussian","sigma":7,"sensitivity":1})");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->sigma(), 7.0);
+  // Random sigmas and sensitivities round-trip bit for bit (fixed seed).
+  std::mt19937_64 rng(20261123);
+  std::uniform_int_distribution<uint64_t> bits_dist(1, (uint64_t{0x7FEF} << 48) - 1);
+  std::uniform_int_distribution<int64_t> sens_dist(1, kMaxDiscreteSensitivity);
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t bits = bits_dist(rng);
+    double sigma;
+    std::memcpy(&sigma, &bits, sizeof(sigma));
+    const Event e = Event::DiscreteGaussian(sigma, sens_dist(rng)).value();
+    Result<Event> r = Event::FromJsonString(e.ToJsonString());
+    ASSERT_TRUE(r.ok()) << r.error();
+    ASSERT_EQ(Bits(r->sigma()), Bits(sigma)) << e.ToJsonString();
+    ASSERT_EQ(r->sensitivity(), e.sensitivity());
+  }
+}
+
 TEST(EventJsonTest, EveryKindRoundTrips) {
   const Event tree =
       Event::Composed(
           {DpSgdEvent(0.0042666, 1.3, 14063).value(), Event::Laplace(0.3).value(),
            Event::PureDp(0.0).value(), Event::ApproxDp(0.7, 1e-9).value(),
+           Event::PoissonSampled(0.5, Event::DiscreteGaussian(2.5, 3).value()).value(),
            Event::PoissonSampled(
                0.01, Event::Composed({Event::SelfComposed(Event::BoundedRange(0.1).value(), 8)
                                           .value(),
@@ -295,6 +355,20 @@ TEST(EventJsonTest, RejectsEveryMalformedInputWithAClearMessage) {
       {"{\"type\":\"gaussian\",\"noise_multiplier\":-1}",
        "noise_multiplier must be finite and > 0, got -1"},
       {"{\"type\":\"laplace\",\"scale\":0}", "scale must be finite and > 0, got 0"},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":1}", "missing field \"sensitivity\""},
+      {"{\"type\":\"discrete_gaussian\",\"sensitivity\":1}", "missing field \"sigma\""},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":1,\"sensitivity\":1,\"scale\":1}",
+       "unknown field \"scale\""},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":0,\"sensitivity\":1}",
+       "sigma must be finite and > 0, got 0"},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":\"2\",\"sensitivity\":1}",
+       "\"sigma\" must be a number"},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":2,\"sensitivity\":1.5}",
+       "\"sensitivity\" must be an integer"},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":2,\"sensitivity\":0}",
+       "sensitivity must be an integer in [1, 2^40], got 0"},
+      {"{\"type\":\"discrete_gaussian\",\"sigma\":2,\"sensitivity\":1099511627777}",
+       "sensitivity must be an integer in [1, 2^40], got 1099511627777"},
       {"{\"type\":\"pure_dp\",\"epsilon\":-0.5}", "epsilon must be finite and >= 0, got -0.5"},
       {"{\"type\":\"approx_dp\",\"epsilon\":1}", "missing field \"delta\""},
       {"{\"type\":\"approx_dp\",\"epsilon\":1,\"delta\":2}", "delta must be in [0, 1], got 2"},

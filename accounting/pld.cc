@@ -6,8 +6,11 @@
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -117,20 +120,72 @@ std::string GridLimitError(int64_t need, int64_t limit, double h) {
 }
 
 // kBoundedRange: any eps-bounded-range mechanism (parameter eps); see BuildDirection.
-enum class Base { kGaussian, kLaplace, kRandomizedResponse, kBoundedRange };
+// kDiscreteGaussian: N_Z(0, sigma^2) on an integer query (parameter sigma, and
+// `sensitivity`); see DiscreteGaussianTails.
+// kSampledComposition: Poisson sampling (rate sampling_rate) of a composition, the JSON of
+// the composed event in `inner`, parameter an estimate of the per-step loss standard
+// deviation (grid choice only); see BuildSampledCompositionPmfs.
+enum class Base {
+  kGaussian,
+  kLaplace,
+  kRandomizedResponse,
+  kBoundedRange,
+  kDiscreteGaussian,
+  kSampledComposition
+};
 enum class Direction { kRemove, kAdd };
 
 // One component of a composition: a base mechanism, optionally Poisson subsampled.
 struct Mechanism {
   Base base;
-  double parameter;      // noise multiplier (Gaussian), scale (Laplace), eps (RR)
+  double parameter;      // noise multiplier (Gaussian), scale (Laplace), eps (RR), sigma (DG)
   double sampling_rate;  // 1 = not subsampled
   double rr_delta;       // ApproxDp delta (RR only)
+  int64_t sensitivity = 0;  // integer L2 sensitivity (discrete Gaussian only)
+  std::string inner = {};   // the sampled composition's event JSON (kSampledComposition)
   bool operator<(const Mechanism& o) const {
-    return std::tie(base, parameter, sampling_rate, rr_delta) <
-           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta);
+    return std::tie(base, parameter, sampling_rate, rr_delta, sensitivity, inner) <
+           std::tie(o.base, o.parameter, o.sampling_rate, o.rr_delta, o.sensitivity, o.inner);
   }
 };
+
+Result<void> Flatten(const Event& event, double count, double sampling_rate,
+                     std::map<Mechanism, double>* out);
+
+// A Poisson-sampled composition becomes one component (BuildSampledCompositionPmfs). Its
+// grid-choice parameter: with V the summed rough loss variances of the unsampled inner
+// components (1/z^2, 1/b^2, D^2/s^2, eps^2), the subsampled step's loss variance is taken
+// as min(q^2 (e^V - 1), q (V + V^2/4)), as ChooseInterval does for a Gaussian.
+Result<void> FlattenSampledComposition(const Event& event, double count, double sampling_rate,
+                                       std::map<Mechanism, double>* out) {
+  std::map<Mechanism, double> inner;
+  DPKIT_RETURN_IF_ERROR(Flatten(event, 1.0, 1.0, &inner));
+  double v = 0;
+  for (const auto& [m, c] : inner) {
+    if (m.base == Base::kSampledComposition || m.sampling_rate < 1) {
+      return Error{"the pld accountant cannot Poisson-sample a composition that contains a "
+                   "Poisson-sampled event (use --accountant=rdp)"};
+    }
+    const double p = m.parameter;
+    switch (m.base) {
+      case Base::kGaussian:
+      case Base::kLaplace:
+        v += c / (p * p);
+        break;
+      case Base::kDiscreteGaussian:
+        v += c * std::pow(static_cast<double>(m.sensitivity) / p, 2);
+        break;
+      default:
+        v += c * p * p;
+    }
+  }
+  const double q = sampling_rate;
+  v = std::min(q * q * std::expm1(std::min(v, 700.0)), q * (v + v * v / 4));
+  Mechanism m{Base::kSampledComposition, std::sqrt(std::min(v, 1e300)), sampling_rate, 0};
+  m.inner = event.ToJsonString();
+  (*out)[m] += count;
+  return OkResult();
+}
 
 // Flattens an event tree into (mechanism, count) with counts multiplied out.
 Result<void> Flatten(const Event& event, double count, double sampling_rate,
@@ -142,18 +197,22 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
     case EventKind::kLaplace:
       (*out)[{Base::kLaplace, event.scale(), sampling_rate, 0}] += count;
       return OkResult();
+    case EventKind::kDiscreteGaussian:
+      (*out)[{Base::kDiscreteGaussian, event.sigma(), sampling_rate, 0,
+              event.sensitivity()}] += count;
+      return OkResult();
     case EventKind::kBoundedRange:
       if (sampling_rate < 1) {
-        return Error{"the pld accountant supports Poisson sampling only of gaussian and "
-                     "laplace events"};
+        return Error{"the pld accountant supports Poisson sampling only of gaussian, "
+                     "discrete_gaussian and laplace events and of compositions"};
       }
       (*out)[{Base::kBoundedRange, event.epsilon(), 1.0, 0.0}] += count;
       return OkResult();
     case EventKind::kPureDp:
     case EventKind::kApproxDp:
       if (sampling_rate < 1) {
-        return Error{"the pld accountant supports Poisson sampling only of gaussian and "
-                     "laplace events"};
+        return Error{"the pld accountant supports Poisson sampling only of gaussian, "
+                     "discrete_gaussian and laplace events and of compositions"};
       }
       (*out)[{Base::kRandomizedResponse, event.epsilon(), 1.0,
               event.kind() == EventKind::kApproxDp ? event.delta() : 0.0}] += count;
@@ -164,15 +223,11 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
       return Error{"the pld accountant does not support sampled_without_replacement "
                    "events (use --accountant=rdp)"};
     case EventKind::kSelfComposed:
-      if (sampling_rate < 1) {
-        return Error{"the pld accountant cannot Poisson-sample a composition"};
-      }
+      if (sampling_rate < 1) return FlattenSampledComposition(event, count, sampling_rate, out);
       return Flatten(event.inner(), count * static_cast<double>(event.count()),
                      sampling_rate, out);
     case EventKind::kComposed:
-      if (sampling_rate < 1) {
-        return Error{"the pld accountant cannot Poisson-sample a composition"};
-      }
+      if (sampling_rate < 1) return FlattenSampledComposition(event, count, sampling_rate, out);
       for (const Event& child : event.children()) {
         DPKIT_RETURN_IF_ERROR(Flatten(child, count, sampling_rate, out));
       }
@@ -188,8 +243,15 @@ ld NormalUpper(ld z) { return 0.5L * std::erfc(z / std::sqrt(2.0L)); }
 // without the record and B with it: A(ell > t), A(ell <= t), B(ell > t), B(ell <= t)
 // (strict) or the same with >= / < (inclusive). The smaller of each pair is computed
 // directly so that it keeps full relative precision.
+// For the continuous bases every value is accurate to kCdfUlps ulps. A lattice base (the
+// discrete Gaussian) also states absolute error bounds a_err (on a_above and a_below) and
+// b_err, and `atoms`, a key of the set of atoms above the threshold: equal keys at two
+// thresholds mean that no atom lies between them, so the cell between is exactly empty
+// (NaN when not known: continuous bases, or an atom within rounding of the threshold).
 struct BaseTails {
   ld a_above, a_below, b_above, b_below;
+  ld a_err = 0, b_err = 0;
+  ld atoms = std::numeric_limits<ld>::quiet_NaN();
 };
 
 BaseTails GaussianTails(ld sigma, ld t) {
@@ -232,46 +294,294 @@ BaseTails LaplaceTails(ld b, ld t, bool inclusive) {
   return r;
 }
 
-BaseTails BaseTailsAt(const Mechanism& m, ld t, bool inclusive) {
+// Tail sums of the discrete Gaussian N_Z(0, s^2): p(x) = f(x) / Z on the integers,
+// f(x) = e^{-x^2/(2 s^2)}, Z = sum_x f(x) (Canonne, Kamath, Steinke 2020, Def. 1), with a
+// certified absolute error bound on every value. Only the small side U(k) = sum_{x>=k}
+// f(x), k >= 1, is computed; the other side is 1 minus it (or by symmetry x -> -x).
+//  * s <= kDirectSigma: U(k) is a suffix sum, summed from the far end in long double
+//    (all terms positive: relative error <= (number of terms) u, plus the exp rounding
+//    (x^2/(2 s^2) + 2) u per term), precomputed for k <= J = ceil(150.4 s) + 1, where
+//    f(J) < e^{-11300}; the rest, sum_{x>J} f(x) <= f(J+1) / (1 - e^{-(2J+3)/(2s^2)})
+//    (the ratios f(x+1)/f(x) decrease), is added to the error. Z = 1 + 2 U(1).
+//  * s > kDirectSigma: Euler-Maclaurin summation with remainder of order 5 (DLMF 2.10.1;
+//    the Fourier series of the periodic Bernoulli functions, DLMF 24.8.1-24.8.2, give
+//    |B~_5(x)|/5! <= 2 zeta(5)/(2 pi)^5 < 2.2e-4):
+//      U(a) = I(a) + f(a)/2 - f'(a)/12 + f'''(a)/720 + R,
+//      |R| <= 2.2e-4 int_a^inf |f^(5)| = 2.2e-4 TV(f^(4) on [a, inf)),
+//    with I(a) = int_a^inf f = s sqrt(pi/2) erfc(a/(s sqrt 2)) and, for y = x/s,
+//    f^(n)(x) = (-1)^n He_n(y) f(x) / s^n (Hermite polynomials). The total variation of
+//    f^(4) = He_4(y) e^{-y^2/2} / s^4 on [a, inf) is evaluated exactly from its values at
+//    a and at the zeros y^2 = 5 -+ sqrt(10) of He_5 beyond a (f^(4) is monotone between
+//    them). Relative to U the remainder is ~1e-4 y^5 / s^5: below 1e-9 for s > 512 and
+//    every tail above 1e-300. Z = s sqrt(2 pi) (1 + 2 sum_{n>=1} e^{-2 pi^2 s^2 n^2}) by
+//    Poisson summation; the correction is below e^{-5e6}. The main terms are accurate
+//    to kCdfUlps (1 + y^2) ulps (erfc, and exp of -y^2/2).
+// Both ways the computed U carries an explicit error bound, so cell masses formed from
+// it are certified (BuildContinuousPmfs adds the bounds to the pessimistic cell data and
+// subtracts them from the optimistic, as it does for the continuous bases' rounding).
+class DiscreteGaussianTails {
+ public:
+  static constexpr ld kDirectSigma = 512;
+
+  explicit DiscreteGaussianTails(ld sigma) : sigma_(sigma) {
+    if (sigma_ <= kDirectSigma) {
+      const int64_t j = static_cast<int64_t>(std::ceil(150.4L * sigma_)) + 1;
+      suffix_.assign(j + 2, 0);  // suffix_[k] = sum_{x=k}^{j} f(x), k in [1, j]
+      const ld inv = 1 / (2 * sigma_ * sigma_);
+      ld sum = 0;
+      for (int64_t x = j; x >= 1; --x) {
+        const ld xx = static_cast<ld>(x);
+        sum += std::exp(-xx * xx * inv);
+        suffix_[x] = sum;
+      }
+      const ld next = static_cast<ld>(j + 1);
+      beyond_ = std::exp(-next * next * inv) / -std::expm1(-(2 * next + 1) * inv);
+      beyond_ = beyond_ * (1 + 1e-10L) + 4 * LDBL_MIN;
+      // Recursive summation of j positive terms (j ulps), each an exp of an argument
+      // a <= 11400 computed to 3 ulps (so 3 a + 2 ulps of the term).
+      suffix_rel_ = (static_cast<ld>(j) + 4 * 11400 + 16) * kLdUnit;
+      z_ = 1 + 2 * suffix_[1];
+      z_err_ = 2 * (beyond_ + suffix_rel_ * suffix_[1]) + 2 * kLdUnit * z_;
+    } else {
+      z_ = sigma_ * std::sqrt(2 * static_cast<ld>(M_PI));
+      z_err_ = 8 * kLdUnit * z_;
+    }
+  }
+
+  // P(X >= k) and P(X < k) = P(X >= 1 - k) for an integer-valued k (the smaller one
+  // computed directly), and one absolute error bound for both (beyond kCdfUlps ulps).
+  void Split(ld k, ld* above, ld* below, ld* err) const {
+    ld small, small_err;
+    if (k >= 1) {
+      Upper(k, &small, &small_err);
+      *above = small;
+      *below = 1 - small;
+    } else {
+      Upper(1 - k, &small, &small_err);
+      *below = small;
+      *above = 1 - small;
+    }
+    // The rounding of 1 - small is relative to the larger value, within the kCdfUlps
+    // that BuildContinuousPmfs allows for every tail; the stated error is the small one's
+    // (relative to it: Q-tails are multiplied by e^loss, up to e^10000).
+    *err = small_err;
+  }
+
+  // An upper bound on P(X = x).
+  ld PmfUpper(ld x) const {
+    const ld y = x / sigma_;
+    return std::exp(-y * y / 2) / z_ * (1 + 1e-12L) + 4 * LDBL_MIN;
+  }
+  // A lower bound on P(X = x) (exp of -y^2/2 to (1.5 y^2 + 1) ulps, Z to z_err).
+  ld PmfLower(ld x) const {
+    const ld y = x / sigma_;
+    const ld f = std::exp(-y * y / 2);
+    return std::max<ld>(0,
+                        f * (1 - (2 * y * y + 8) * kLdUnit) / (z_ + z_err_) * (1 - 4 * kLdUnit));
+  }
+
+ private:
+  // P(X >= k) for an integer-valued k >= 1, and an absolute error bound.
+  void Upper(ld k, ld* value, ld* err) const {
+    ld u, u_err;
+    if (sigma_ <= kDirectSigma) {
+      const int64_t last = static_cast<int64_t>(suffix_.size()) - 2;
+      if (k > static_cast<ld>(last)) {
+        u = 0;
+        u_err = beyond_;
+      } else {
+        u = suffix_[static_cast<int64_t>(k)];
+        u_err = beyond_ + suffix_rel_ * u;
+      }
+    } else {
+      const ld y = k / sigma_;
+      const ld f = std::exp(-y * y / 2);
+      const ld integral = sigma_ * std::sqrt(static_cast<ld>(M_PI) / 2) *
+                          std::erfc(y / std::sqrt(static_cast<ld>(2)));
+      const ld s3 = sigma_ * sigma_ * sigma_;
+      const ld d1 = -y * f / sigma_;                // f'(a)
+      const ld d3 = -(y * y * y - 3 * y) * f / s3;  // f'''(a)
+      u = integral + f / 2 - d1 / 12 + d3 / 720;
+      const ld main = integral + f / 2 + std::fabs(d1) / 12 + std::fabs(d3) / 720;
+      u_err = 2.2e-4L * FourthDerivativeVariation(y) / (s3 * sigma_) * 1.01L +
+              kCdfUlps * kLdUnit * (1 + y * y) * main + 4 * LDBL_MIN;
+    }
+    *value = u / z_;
+    *err = (u_err + *value * z_err_) / z_ * (1 + 1e-10L) + 4 * kLdUnit * *value;
+  }
+
+  // Total variation of g(y) = He_4(y) e^{-y^2/2} on [y0, inf), y0 >= 0.
+  static ld FourthDerivativeVariation(ld y0) {
+    auto g = [](ld y) {
+      const ld y2 = y * y;
+      return (y2 * y2 - 6 * y2 + 3) * std::exp(-y2 / 2);
+    };
+    const ld c1 = std::sqrt(5 - std::sqrt(static_cast<ld>(10)));
+    const ld c2 = std::sqrt(5 + std::sqrt(static_cast<ld>(10)));
+    ld tv = 0, prev = g(y0);
+    for (ld c : {c1, c2}) {
+      if (c > y0) {
+        const ld v = g(c);
+        tv += std::fabs(v - prev);
+        prev = v;
+      }
+    }
+    return (tv + std::fabs(prev)) * (1 + 1e-12L);  // g -> 0 at infinity
+  }
+
+  ld sigma_;
+  std::vector<ld> suffix_;
+  ld beyond_ = 0, suffix_rel_ = 0;
+  ld z_ = 1, z_err_ = 0;
+};
+
+// Sign of the exact sum of the values (Shewchuk 1997, Grow-Expansion: repeated TwoSum
+// keeps the sum exactly as a non-overlapping expansion of increasing magnitude, whose
+// sign is that of its largest nonzero component). No overflow or underflow assumed.
+int ExactSumSign(std::initializer_list<ld> values) {
+  ld expansion[16];
+  int size = 0;
+  for (ld v : values) {
+    ld q = v;
+    int out = 0;
+    for (int i = 0; i < size; ++i) {
+      const ld sum = q + expansion[i];
+      const ld b_virtual = sum - q;
+      const ld err = (q - (sum - b_virtual)) + (expansion[i] - b_virtual);
+      if (err != 0) expansion[out++] = err;
+      q = sum;
+    }
+    expansion[out++] = q;
+    size = out;
+  }
+  for (int i = size - 1; i >= 0; --i) {
+    if (expansion[i] != 0) return expansion[i] > 0 ? 1 : -1;
+  }
+  return 0;
+}
+
+// Sign of ell(m) - t = ((m - D/2) D - s^2 t) / s^2 for an integer m with |m| < 2^62, computed
+// exactly: m - D/2 is exact in long double, and each product is split exactly into a
+// rounded value and its error with fma (TwoProduct).
+int DiscreteLossSign(ld m, ld sensitivity, ld sigma, ld t) {
+  const ld a = m - sensitivity / 2;
+  const ld r1 = a * sensitivity, r2 = std::fma(a, sensitivity, -r1);
+  const ld s1 = sigma * sigma, s2 = std::fma(sigma, sigma, -s1);
+  const ld p1 = s1 * t, e1 = std::fma(s1, t, -p1);
+  const ld p2 = s2 * t, e2 = std::fma(s2, t, -p2);
+  return ExactSumSign({r2, -e2, -p2, -e1, -p1, r1});
+}
+
+// Base tails of the discrete Gaussian: A = N_Z(0, s^2), B = N_Z(D, s^2) with an integer
+// sensitivity D. Both have the same normalising constant (Z is shift invariant over the
+// integers), so on the integers ell(x) = log B(x)/A(x) = (2 x D - D^2)/(2 s^2): the loss
+// takes the discrete values (D/s^2)(x - D/2), x integer, and
+//   ell > t <=> x > tau = s^2 t / D + D/2,  ell >= t <=> x >= tau.
+// A(ell > t) = P(X >= k), B(ell > t) = P(X >= k - D) with k the first integer above tau
+// (at or above it when inclusive). t_err = 0 says that t is the exact threshold (the grid
+// point itself, unsampled, or 0): an integer within rounding of tau is then placed by the
+// exact sign test (atoms exactly on a grid point are common: e.g. ell = 0 for even D).
+// Otherwise `t_err` bounds the error of t (the subsampling map); integers within the
+// resulting error of tau may be on either side: their masses are added to the error
+// bounds and `atoms` is left unknown (this needs a coincidence to ~1e-15 relative of a
+// transcendental threshold with the lattice; it widens the bounds, never breaks them).
+BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, ld sensitivity,
+                                    ld t, ld t_err, bool inclusive) {
+  const ld scale = sigma * sigma / sensitivity;  // s^2 / D
+  const ld tau = scale * t + sensitivity / 2;
+  const ld tau_err = scale * t_err + 16 * kLdUnit * (scale * std::fabs(t) + sensitivity + 1);
+  ld k = inclusive ? std::ceil(tau) : std::floor(tau) + 1;
+  const ld m = std::nearbyint(tau);
+  const bool near = std::fabs(tau - m) <= tau_err;
+  const bool representable = std::fabs(tau) < 0x1p62L && tau_err < 0.25L;
+  const bool exact = t_err == 0 && representable;
+  if (near && exact) {
+    // k is m or m + 1: the first integer whose loss is above t (at or above: inclusive).
+    const int sign = DiscreteLossSign(m, sensitivity, sigma, t);
+    k = (sign > 0 || (inclusive && sign == 0)) ? m : m + 1;
+  }
+  BaseTails r;
+  dg.Split(k, &r.a_above, &r.a_below, &r.a_err);
+  dg.Split(k - sensitivity, &r.b_above, &r.b_below, &r.b_err);
+  r.atoms = k;
+  if ((near && !exact) || !representable) {
+    // The integers within tau_err of tau (at most 2 tau_err + 2 of them) may lie on the
+    // other side: each moves its mass between the two sides of both pairs.
+    const ld count = 2 * tau_err + 2;
+    const ld nearest = std::max<ld>(0, std::fabs(tau) - tau_err - 1);
+    const ld nearest_b = std::max<ld>(0, std::fabs(tau - sensitivity) - tau_err - 1);
+    r.a_err += count * dg.PmfUpper(nearest);
+    r.b_err += count * dg.PmfUpper(nearest_b);
+    r.atoms = std::numeric_limits<ld>::quiet_NaN();
+  }
+  return r;
+}
+
+// `dg` is the discrete Gaussian's table (kDiscreteGaussian only); `t_err` bounds the
+// rounding error of t (used by the lattice base only).
+BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
+                      const DiscreteGaussianTails* dg) {
   if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t);
+  if (m.base == Base::kDiscreteGaussian) {
+    return DiscreteGaussianBaseTails(*dg, m.parameter, static_cast<ld>(m.sensitivity), t, t_err,
+                                     inclusive);
+  }
   return LaplaceTails(m.parameter, t, inclusive);
 }
 
 // Tails of the privacy loss L of one direction at l: P(L > l), P(L <= l), Q(L > l),
-// Q(L <= l).
+// Q(L <= l); p_err, q_err and atoms as in BaseTails (0, 0, NaN for continuous bases).
 struct LossTails {
   ld sp, fp, sq, fq;
+  ld p_err = 0, q_err = 0;
+  ld atoms = std::numeric_limits<ld>::quiet_NaN();
 };
 
-LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l) {
+// The base threshold t = log((e^l - 1 + q)/q) of a subsampled loss threshold l (both
+// directions, with l -> -l for add), and a bound on its error against the exact value at
+// the grid point l.
+ld SubsampledThreshold(ld l, ld q, ld* t_err) {
+  const ld v = std::expm1(l) + q;
+  const ld t = std::log(v) - std::log(q);
+  // Errors of expm1 (2 ulps) and of the sum (1 ulp of v), then of the logs (2 ulps of each
+  // result), with a factor 2 of margin.
+  const ld dv = kLdUnit * (2 * std::fabs(std::expm1(l)) + v);
+  *t_err = 2 * dv / v + 4 * kLdUnit * (std::fabs(std::log(v)) + std::fabs(std::log(q)) +
+                                       std::fabs(t) + 1);
+  return t;
+}
+
+LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
+                      const DiscreteGaussianTails* dg = nullptr) {
   const ld q = m.sampling_rate;
   if (dir == Direction::kRemove) {
     // P = (1-q) A + q B, Q = A, L = log(1 - q + q e^ell) (Zhu, Dong, Wang 2022, Sec. 5).
-    ld t;
-    if (q == 1) {
-      t = l;
+    // The grid point is l itself (t_err = 0: the lattice base places atoms against it
+    // exactly); the subsampling map is exact at l = 0 only.
+    ld t, t_err = 0;
+    if (q == 1 || l == 0) {
+      t = q == 1 ? l : 0;
     } else {
-      const ld v = std::expm1(l) + q;
-      if (v <= 0) return {1, 0, 1, 0};
-      t = std::log(v) - std::log(q);
+      if (std::expm1(l) + q <= 0) return {1, 0, 1, 0};
+      t = SubsampledThreshold(l, q, &t_err);
     }
-    const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/false);
+    const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/false, dg);
     return {(1 - q) * b.a_above + q * b.b_above, (1 - q) * b.a_below + q * b.b_below,
-            b.a_above, b.a_below};
+            b.a_above, b.a_below, (1 - q) * b.a_err + q * b.b_err, b.a_err, b.atoms};
   }
   // P = A, Q = (1-q) A + q B, L = -log(1 - q + q e^ell): L > l <=> ell < t'.
-  ld t;
-  if (q == 1) {
-    t = -l;
+  ld t, t_err = 0;
+  if (q == 1 || l == 0) {
+    t = q == 1 ? -l : 0;
   } else {
-    const ld v = std::expm1(-l) + q;
-    if (v <= 0) return {0, 1, 0, 1};
-    t = std::log(v) - std::log(q);
+    if (std::expm1(-l) + q <= 0) return {0, 1, 0, 1};
+    t = SubsampledThreshold(-l, q, &t_err);
   }
-  const BaseTails b = BaseTailsAt(m, t, /*inclusive=*/true);
+  const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/true, dg);
   // b.*_above = P(ell >= t') = P(L <= l); b.*_below = P(ell < t') = P(L > l).
   return {b.a_below, b.a_above, (1 - q) * b.a_below + q * b.b_below,
-          (1 - q) * b.a_above + q * b.b_above};
+          (1 - q) * b.a_above + q * b.b_above, b.a_err, (1 - q) * b.a_err + q * b.b_err,
+          b.atoms};
 }
 
 // A PMF on the grid: mass[i] at loss (min_index + i) h, plus mass at +inf.
@@ -331,11 +641,20 @@ void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
   }
 }
 
-// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace (sub)sampled
-// component in one direction. `tail` bounds the P-mass left outside the grid range.
+// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace/discrete Gaussian
+// (sub)sampled component in one direction. `tail` bounds the P-mass left outside the grid
+// range. `dg`: the discrete Gaussian's tail table (that base only). The lattice base's
+// atoms are handled like any other law: a cell's P- and Q-masses are differences of
+// tails, and the tails' stated error bounds enter the cell errors eA, eB below.
+// `custom`: tails of a law given by its own function instead (BuildSampledCompositionPmfs).
 Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
-                                 Pmf* upper, Pmf* lower) {
-  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h); };
+                                 Pmf* upper, Pmf* lower,
+                                 const DiscreteGaussianTails* dg = nullptr,
+                                 const std::function<LossTails(ld)>* custom = nullptr) {
+  auto tails = [&](int64_t k) {
+    const ld l = static_cast<ld>(k) * h;
+    return custom != nullptr ? (*custom)(l) : LossTailsAt(m, dir, l, dg);
+  };
   // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
   // Losses are kept within [-kMaxLoss, kMaxLoss] so that e^{loss} never overflows a long
   // double (LossTailsAt and the cell weights below take e^{loss}). Mass beyond the range
@@ -401,6 +720,14 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
       B = t[i + 1].fq - t[i].fq;
       eB = kCdfUlps * kLdUnit * (t[i].fq + t[i + 1].fq);
     }
+    if (t[i].atoms == t[i + 1].atoms) {
+      // Lattice base, no atom between the two thresholds: the cell is exactly empty (both
+      // tails are the same computed numbers, so A = B = 0 as well).
+      eA = eB = 0;
+    } else {
+      eA += t[i].p_err + t[i + 1].p_err;
+      eB += t[i].q_err + t[i + 1].q_err;
+    }
     // x_i = e^{eps_i}, recomputed exactly every 64 cells and multiplied by e^h between.
     if (i % 64 == 0) xi = std::exp(static_cast<ld>(lo + i) * h); else xi *= eh;
     // c = A - x_i B = x_i (e^{-eps_i} A - B) >= 0, d = x_{i+1} B - A >= 0 (P-mass that
@@ -422,8 +749,8 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     const ld c = i > 0 ? c_up[i - 1] : 0;
     upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
   }
-  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit);  // mass <= eps_0 moves up
-  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + 8 * LDBL_MIN;
+  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err;  // mass <= eps_0 moves up
+  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN;
 
   // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3)).
   std::vector<ld> m_corr(n + 1, 0);
@@ -481,6 +808,153 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     RemoveNegativeKinks(h, &lower->mass);
   }
   return OkResult();
+}
+
+// The optimistic PMF of (3) for a law of atoms (loss, P-mass), sorted by loss, each
+// already below its exact position. Each atom gets a designated position pos and a Q-mass
+// q >= p e^{-pos} (rounding allowance rho): its exact loss log(p/q) then lies in
+// [pos - 2 rho, pos], below the given one (moving P-mass down is dominated). If a grid
+// value lies in [pos - 2 rho, pos), pos moves down onto it, so that comparing pos with a
+// grid value classifies the exact loss exactly. The tails are compensated (Neumaier)
+// prefix and suffix sums: relative error a few ulps, inside the kCdfUlps that
+// BuildContinuousPmfs allows.
+Result<void> BuildDenseAtomsLowerPmf(const std::vector<std::pair<ld, ld>>& atoms,
+                                     const Mechanism& m, Direction dir, double h, ld tail,
+                                     Pmf* lower) {
+  struct Atom {
+    ld pos, p, q;
+  };
+  std::vector<Atom> a;
+  a.reserve(atoms.size());
+  for (const auto& [loss, mass] : atoms) {
+    if (!(mass > 0) || !(std::fabs(loss) < kMaxLoss)) continue;
+    ld l = loss;
+    const ld rho = 2 * (std::fabs(l) + 8) * kLdUnit;
+    const int64_t i = static_cast<int64_t>(std::floor(l / h));
+    for (int64_t c : {i + 1, i, i - 1}) {
+      const ld grid = static_cast<ld>(c) * h;
+      if (grid >= l - 2 * rho && grid < l) {
+        l = grid;
+        break;
+      }
+    }
+    // exp(-l) to (|l| + 2) ulps, the product 1: rho covers both, so q >= p e^{-l}, and
+    // q <= p e^{-l} (1 + 2 rho): log(p/q) in [l - 2 rho, l].
+    a.push_back({l, mass, mass * std::exp(-l) * (1 + rho)});
+  }
+  if (a.size() < 2) return OkResult();
+  std::sort(a.begin(), a.end(), [](const Atom& x, const Atom& y) { return x.pos < y.pos; });
+  const size_t n = a.size();
+  std::vector<ld> pos(n), pre_p(n + 1, 0), pre_q(n + 1, 0), suf_p(n + 1, 0), suf_q(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) pos[k] = a[k].pos;
+  // Neumaier summation: the running compensation keeps the error at a few ulps.
+  auto sums = [&](bool forward, std::vector<ld>* out_p, std::vector<ld>* out_q) {
+    ld sp = 0, cp = 0, sq = 0, cq = 0;
+    for (size_t step = 0; step < n; ++step) {
+      const size_t k = forward ? step : n - 1 - step;
+      for (auto [s, c, v] : {std::tie(sp, cp, a[k].p), std::tie(sq, cq, a[k].q)}) {
+        const ld t = s + v;
+        c += std::fabs(s) >= std::fabs(v) ? (s - t) + v : (v - t) + s;
+        s = t;
+      }
+      (*out_p)[forward ? k + 1 : k] = sp + cp;
+      (*out_q)[forward ? k + 1 : k] = sq + cq;
+    }
+  };
+  sums(true, &pre_p, &pre_q);
+  sums(false, &suf_p, &suf_q);
+  const std::function<LossTails(ld)> custom = [&](ld l) {
+    const size_t k = static_cast<size_t>(std::upper_bound(pos.begin(), pos.end(), l) - pos.begin());
+    LossTails t{suf_p[k], pre_p[k], suf_q[k], pre_q[k]};
+    t.atoms = static_cast<ld>(k);  // equal keys: no atom between the two thresholds
+    return t;
+  };
+  Pmf unused;
+  return BuildContinuousPmfs(m, dir, h, tail, &unused, lower, nullptr, &custom);
+}
+
+// The optimistic PMF of a law of atoms (loss, P-mass), each loss already lowered by its
+// rounding bound and each mass rounded down, plus `infinity` P-mass at +inf. The bulk,
+// where consecutive atoms are closer than h/2, gets the tangent-corrected optimistic PMF of
+// (3) built from its exact tails (BuildDenseAtomsLowerPmf, second order in h); the
+// isolated rest is rounded down to the grid (the tangent correction would drop isolated
+// atoms: it subtracts ~ p h/4 beside each and then cuts the curve where that exceeds
+// delta; rounding down loses at most the factor e^{-h} per atom, and is the best
+// dominated placement of a single atom). Both parts are dominated, so is their sum (the
+// delta-curve is linear in the law); atoms beyond |loss| = kMaxLoss are dropped.
+Result<void> PlaceLowerAtoms(std::vector<std::pair<ld, ld>> atoms, const Mechanism& m,
+                             Direction dir, double h, ld tail, ld infinity, Pmf* lower) {
+  std::sort(atoms.begin(), atoms.end());
+  size_t dense_end = 0;  // atoms [0, dense_end) form the bulk
+  for (size_t k = 1; k < atoms.size(); ++k) {
+    if (atoms[k].first - atoms[k - 1].first < h / 2) dense_end = k + 1;
+  }
+  Pmf dense;
+  if (dense_end >= 2) {
+    DPKIT_RETURN_IF_ERROR(BuildDenseAtomsLowerPmf(
+        std::vector<std::pair<ld, ld>>(atoms.begin(), atoms.begin() + dense_end), m, dir, h,
+        tail, &dense));
+    atoms.erase(atoms.begin(), atoms.begin() + dense_end);
+  }
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  if (!dense.mass.empty()) {
+    lo = dense.min_index;
+    hi = dense.min_index + static_cast<int64_t>(dense.mass.size()) - 1;
+  }
+  std::vector<std::pair<int64_t, ld>> placed;
+  for (const auto& [l, mass] : atoms) {
+    if (!(mass > 0) || !(std::fabs(l) <= kMaxLoss)) continue;
+    int64_t a = static_cast<int64_t>(std::floor(l / h));
+    while (static_cast<ld>(a) * h > l) --a;
+    placed.push_back({a, mass});
+    lo = std::min(lo, a);
+    hi = std::max(hi, a);
+  }
+  if (placed.empty() && dense.mass.empty()) lo = hi = 0;
+  if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
+  lower->min_index = lo;
+  lower->mass.assign(hi - lo + 1, 0);
+  lower->infinity_mass = infinity;
+  for (const auto& [a, mass] : placed) lower->mass[a - lo] += mass;
+  for (size_t i = 0; i < dense.mass.size(); ++i) {
+    lower->mass[dense.min_index + static_cast<int64_t>(i) - lo] += std::max<ld>(dense.mass[i], 0);
+  }
+  return OkResult();
+}
+
+// Optimistic PMF of a discrete Gaussian component whose loss atoms are sparse on the grid
+// (lattice spacing D/s^2 >= h): the atoms are enumerated, each P-mass rounded down and each
+// loss lowered by its rounding bound eta (so below the exact loss), and placed by
+// PlaceLowerAtoms (the tangent method where Poisson sampling makes them dense, rounded down
+// where isolated). The tangent correction of BuildContinuousPmfs on the lattice's tails would
+// drop isolated atoms (see PlaceLowerAtoms). Atoms with P-mass below `tail` (they carry no
+// more than the grid's tail budget) are dropped.
+Result<void> BuildLatticeLowerPmf(const Mechanism& m, const DiscreteGaussianTails& dg,
+                                  Direction dir, double h, ld tail, Pmf* lower) {
+  const ld sigma = m.parameter, d = static_cast<ld>(m.sensitivity), q = m.sampling_rate;
+  std::vector<std::pair<ld, ld>> atoms;
+  // |x| beyond 40 s (+ D) has P-mass below e^{-800}: nothing that is not dropped anyway.
+  const ld reach = std::ceil(40 * sigma) + 1;
+  for (ld x = -reach; x <= reach + d; ++x) {
+    const ld a = dg.PmfLower(x), b = dg.PmfLower(x - d);  // A(x), B(x)
+    const ld ell = (x - d / 2) * d / (sigma * sigma);
+    ld loss, p_mass, eta;
+    if (q == 1) {
+      loss = dir == Direction::kRemove ? ell : -ell;
+      p_mass = dir == Direction::kRemove ? b : a;
+      eta = 8 * kLdUnit * std::fabs(ell);
+    } else {
+      // Zhu, Dong, Wang 2022, Sec. 5 (as LossTailsAt): L = +-log(1 - q + q e^ell).
+      const ld s = std::log1p(q * std::expm1(ell));
+      loss = dir == Direction::kRemove ? s : -s;
+      p_mass = dir == Direction::kRemove ? (1 - q) * a + q * b : a;
+      eta = 16 * kLdUnit * (std::fabs(s) + std::fabs(ell) + 1 + q / (1 - q));
+    }
+    p_mass *= 1 - 8 * kLdUnit;
+    if (!(p_mass >= tail) || !(std::fabs(loss) <= kMaxLoss)) continue;
+    atoms.push_back({loss - eta, p_mass});
+  }
+  return PlaceLowerAtoms(std::move(atoms), m, dir, h, tail, 0, lower);
 }
 
 // Randomized response, the worst case of every (eps, delta)-DP mechanism (Kairouz, Oh,
@@ -1064,6 +1538,12 @@ double ChooseInterval(const std::map<Mechanism, double>& flat, const PldOptions&
       case Base::kGaussian:
         v = std::min(q * q * std::expm1(std::min(inv2, 700.0)), q * (inv2 + inv2 * inv2 / 4));
         break;
+      case Base::kDiscreteGaussian: {  // as the Gaussian with noise multiplier sigma/D
+        const double d = static_cast<double>(m.sensitivity);
+        const double r2 = std::min(d * d * inv2, 1e300);
+        v = std::min(q * q * std::expm1(std::min(r2, 700.0)), q * (r2 + r2 * r2 / 4));
+        break;
+      }
       case Base::kLaplace:  // |loss| <= 1/b
         v = std::min(q * q * std::expm1(std::min(2 * inv2, 700.0)), q * inv2);
         break;
@@ -1115,6 +1595,9 @@ Result<Prepared> Prepare(const Event& event, const PldOptions& options, ld tail_
   return out;
 }
 
+Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                         Pmf* upper, Pmf* lower);
+
 // Builds the pessimistic and optimistic component PMFs of one direction.
 Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction dir) {
   std::vector<ComponentPmfs>* out = dir == Direction::kRemove ? &p->remove : &p->add;
@@ -1134,6 +1617,19 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
                                   &c.upper, &unused);
       BuildRandomizedResponsePmfs({Base::kRandomizedResponse, m.parameter / 2, 1.0, 0.0}, p->h,
                                   &unused, &c.lower);
+    } else if (m.base == Base::kSampledComposition) {
+      DPKIT_RETURN_IF_ERROR(
+          BuildSampledCompositionPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
+    } else if (m.base == Base::kDiscreteGaussian) {
+      const DiscreteGaussianTails dg(m.parameter);
+      DPKIT_RETURN_IF_ERROR(
+          BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower, &dg));
+      // Sparse atoms (D/s^2 >= h; s <= 1e5 bounds the enumeration): the optimistic PMF
+      // from the enumerated atoms (see BuildLatticeLowerPmf).
+      const double spacing = static_cast<double>(m.sensitivity) / (m.parameter * m.parameter);
+      if (spacing >= p->h && m.parameter <= 1e5) {
+        DPKIT_RETURN_IF_ERROR(BuildLatticeLowerPmf(m, dg, dir, p->h, p->tail, &c.lower));
+      }
     } else {
       DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
     }
@@ -1142,6 +1638,283 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
     out->push_back(std::move(c));
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------
+// Poisson sampling of a composition (e.g. the sparse DP-SGD step PoissonSampled(q,
+// Composed{BoundedRange, Gaussian})).
+//
+// Let (B, A) be the inner composition's outputs with and without the record, ell =
+// log(dB/dA) its loss (the inner remove direction, law under B) and m = -ell (the inner
+// add direction, law under A). Poisson sampling gives the pairs ((1-q) A + q B, A)
+// (remove) and (A, (1-q) A + q B) (add), with losses L = log(1 - q + q e^ell) and
+// -log(1 - q + q e^{-m}) (Zhu, Dong, Wang 2022, Sec. 5; Balle, Barthe, Gaboardi 2018).
+// Certification, through the delta-curves d(x) = E_P[(1 - x e^{-L})_+] + P(+inf), x = e^eps:
+//  * remove: the outer P-law is (q + (1-q) e^{-ell}) dmu(ell) at L(ell), plus the inner
+//    Q-only mass Q(-inf) times (1-q) at log(1-q), plus q mu(+inf) at +inf. Since
+//    (q + (1-q) e^{-ell}) e^{-L} = e^{-ell}, for x >= 1-q this gives d_out(x) = q d_mu(x'),
+//    x' = (x - 1 + q)/q, and for x < 1-q (all losses above log x) d_out(x) = (1-q-x) Q_tot
+//    + q P_tot with the totals of the inner law (1 and 1 for a genuine pair).
+//  * add: with nu the inner add law, d_out(x) = (1 - (1-q) x) d_nu(q x / (1 - (1-q) x))
+//    for (1-q) x < 1, else 0 (the atom nu(+inf), where B = 0, lands at -log(1-q)).
+// Both are monotone in the inner curve, and a composition's curve is monotone in each
+// component's (d_{a*b}(x) = int d_a(x e^{-s}) db(s)), which is what (1) uses.
+// Upper: mu (nu) is the direct convolution (long double, no window, no aliasing) of the
+// inner components' pessimistic PMFs of that direction; their masses are >= those of the
+// composition G of the connect-the-dots pairs (a genuine pair that dominates, (1), (2)),
+// so d_mu >= d_G >= the truth. For x < 1-q (remove) the totals must be >= 1: the P-total
+// is (P_mu + mu(+inf)) >= 1, and for the Q-total the Q-only mass of G is bounded by
+// sum_c count_c u_c, u_c = the Q-mass below component c's lowest grid point (its P-mass is
+// moved up there, which loses part of its Q-mass) plus the Q-mass above its top (its
+// P-mass goes to +inf) plus the base's own Q-only mass (delta for ApproxDp); that bound
+// is put at log(1-q). +inf masses: union bound sum_c count_c P_c(+inf).
+// Lower: the convolution of the inner optimistic PMFs (each with d_lambda <= the truth,
+// which the convolution keeps), trimmed at its lowest losses to P- and Q-totals <= 1
+// (remove: then (1-q-x) Q_tot + q P_tot <= 1 - x, the true outer curve there), its +inf
+// mass 1 - prod_c (1 - lambda_c(+inf))^count (the convolution's, rounded down); the atom at
+// log(1-q) is dropped, every atom's loss is lowered by its rounding bound, and the atoms
+// are put on the grid by the tangent method of (3) where they are dense
+// (BuildDenseAtomsLowerPmf) and rounded down to the grid where isolated: all of which only
+// lowers the curve (moving P-mass down: the coupling L' <= L).
+// The atoms of the pessimistic PMF are placed on the grid by connect-the-dots after
+// raising their loss by its rounding bound. The work (multiply-adds) of the convolution
+// is limited to kMaxConvolutionWork; beyond it the error is the grid-limit one, so that a
+// coarser grid is tried (the work scales as 1/h^2).
+constexpr double kMaxConvolutionWork = 4e8;
+
+Result<void> BuildSampledCompositionPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                         Pmf* upper, Pmf* lower) {
+  Result<Event> inner = Event::FromJsonString(m.inner);
+  if (!inner.ok()) return Error{inner.error()};
+  std::map<Mechanism, double> flat;
+  DPKIT_RETURN_IF_ERROR(Flatten(*inner, 1.0, 1.0, &flat));
+  Prepared in;
+  in.h = h;
+  in.tail = tail;
+  in.flat.assign(flat.begin(), flat.end());
+  in.symmetric = true;
+  const bool remove = dir == Direction::kRemove;
+  auto built = BuildDirection(&in, dir);  // the inner laws of the same direction
+  if (!built.ok()) return Error{built.error()};
+  const std::vector<ComponentPmfs>& comps = **built;
+
+  // Q-only (remove only) and +inf masses of the composed connect-the-dots pair (union
+  // bounds).
+  ld q_only = 0, p_inf = 0;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const Mechanism& mc = in.flat[c].first;
+    const ld count = static_cast<ld>(in.flat[c].second);
+    ld u = 0;
+    if (!remove) {
+      u = 0;
+    } else if (mc.base == Base::kRandomizedResponse) {
+      u = mc.rr_delta;
+    } else if (mc.base != Base::kBoundedRange) {
+      std::unique_ptr<DiscreteGaussianTails> dg;
+      if (mc.base == Base::kDiscreteGaussian) dg.reset(new DiscreteGaussianTails(mc.parameter));
+      const Pmf& pmf = comps[c].upper;
+      const int64_t n = static_cast<int64_t>(pmf.mass.size()) - 1;
+      const LossTails bottom =
+          LossTailsAt(mc, Direction::kRemove, static_cast<ld>(pmf.min_index) * h, dg.get());
+      const LossTails top =
+          LossTailsAt(mc, Direction::kRemove, static_cast<ld>(pmf.min_index + n) * h, dg.get());
+      u = bottom.fq + bottom.q_err + top.sq + top.q_err;
+    }
+    q_only += count * u * (1 + kCdfUlps * kLdUnit);
+    p_inf += count * comps[c].upper.infinity_mass;
+  }
+  q_only = std::min<ld>(1, q_only * (1 + 1e-10L) + LDBL_MIN);
+  p_inf = std::min<ld>(1, p_inf * (1 + 1e-10L));
+
+  // Direct convolution, largest supports first (then the work is about the larger support
+  // times the number of nonzero masses of the others). Returns the masses on the grid from
+  // *min_index and the relative rounding bound.
+  std::vector<std::pair<const Pmf*, int64_t>> steps_upper, steps_lower;
+  double work = 0, acc_size = 1;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    const double count = in.flat[c].second;
+    if (count > 1e6) {
+      return Error{"the pld accountant cannot Poisson-sample a composition of more than 1e6 "
+                   "events (use --accountant=rdp)"};
+    }
+    for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
+      steps_upper.push_back({&comps[c].upper, 0});
+      steps_lower.push_back({&comps[c].lower, 0});
+    }
+  }
+  auto by_size = [](const std::pair<const Pmf*, int64_t>& a,
+                    const std::pair<const Pmf*, int64_t>& b) {
+    return a.first->mass.size() > b.first->mass.size();
+  };
+  std::stable_sort(steps_upper.begin(), steps_upper.end(), by_size);
+  std::stable_sort(steps_lower.begin(), steps_lower.end(), by_size);
+  for (const auto& step : steps_upper) {
+    double nonzero = 0;
+    for (ld v : step.first->mass) nonzero += v != 0;
+    work += nonzero * acc_size;
+    acc_size += static_cast<double>(step.first->mass.size()) - 1;
+  }
+  if (work > kMaxConvolutionWork) {
+    // The work scales as 1/h^2: report it as a grid that is too fine.
+    const double need = static_cast<double>(kMaxGridPoints) * std::sqrt(work / kMaxConvolutionWork);
+    return Error{GridLimitError(static_cast<int64_t>(need), kMaxGridPoints, h)};
+  }
+  auto convolve = [](const std::vector<std::pair<const Pmf*, int64_t>>& steps, int64_t* min_index,
+                     ld* rounding) {
+    std::vector<ld> acc = {1};
+    *min_index = 0;
+    *rounding = 0;
+    for (const auto& step : steps) {
+      const Pmf& pmf = *step.first;
+      std::vector<ld> next(acc.size() + pmf.mass.size() - 1, 0);
+      int64_t nonzero = 0;
+      for (size_t j = 0; j < pmf.mass.size(); ++j) {
+        const ld v = pmf.mass[j];
+        if (v <= 0) continue;
+        ++nonzero;
+        ld* out = next.data() + j;
+        for (size_t i = 0; i < acc.size(); ++i) out[i] += acc[i] * v;
+      }
+      // Each entry is a sum of at most `nonzero` nonnegative products.
+      *rounding += static_cast<ld>(nonzero + 1) * kLdUnit;
+      *min_index += pmf.min_index;
+      acc.swap(next);
+    }
+    return acc;
+  };
+
+  // The subsampled loss of an inner loss (ell for remove, m for add) and the factor of its
+  // P-mass (see above).
+  const ld q = m.sampling_rate;
+  auto outer_loss = [&](ld inner_loss) {
+    return remove ? std::log1p(q * std::expm1(inner_loss))
+                  : -std::log1p(q * std::expm1(-inner_loss));
+  };
+  // Rounding bound of outer_loss: the grid value (u |ell|, and |dL/d ell| <= 1), expm1 and
+  // the product (3 ulps of y = q expm1, i.e. 3 u |y|/(1+y) <= 3 u max(1, q/(1-q)) in L),
+  // log1p (u |L|); doubled.
+  auto loss_error = [&](ld inner_loss, ld loss) {
+    return 8 * kLdUnit * (std::fabs(loss) + std::fabs(inner_loss) + 1 + q / (1 - q));
+  };
+  // P-mass factor and the relative bound on its rounding (exp of -ell: (|ell| + 2) ulps).
+  auto mass_factor = [&](ld ell) { return remove ? q + (1 - q) * std::exp(-ell) : 1.0L; };
+  auto factor_error = [&](ld ell) { return (2 * std::fabs(ell) + 16) * kLdUnit; };
+  const ld x_h = -std::expm1(-static_cast<ld>(h));
+
+  // Pessimistic: convolve, transform, place by connect-the-dots.
+  {
+    int64_t min_index;
+    ld rounding;
+    std::vector<ld> g = convolve(steps_upper, &min_index, &rounding);
+    std::vector<std::pair<ld, ld>> atoms;  // (loss, P-mass), before placement
+    ld to_infinity = remove ? q * p_inf : 0;
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld mass = g[j] * (1 + 1.01L * rounding) * mass_factor(ell) * (1 + factor_error(ell));
+      const ld loss = outer_loss(ell);
+      atoms.push_back({loss + loss_error(ell, loss), mass});
+    }
+    // Remove: the inner Q-only mass (ell = -inf) at log(1-q). Add: the inner +inf mass
+    // (m = +inf, where B = 0) at -log(1-q).
+    const ld edge = remove ? std::log1p(-q) : -std::log1p(-q);
+    atoms.push_back({edge + 8 * kLdUnit * std::fabs(edge),
+                     (remove ? (1 - q) * q_only : p_inf) * (1 + 8 * kLdUnit)});
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    const ld cap = kMaxLoss;
+    for (const auto& [loss, mass] : atoms) {
+      if (!(mass > 0) || loss > cap) continue;
+      const int64_t a = static_cast<int64_t>(std::floor(std::max(loss, -cap) / h));
+      lo = std::min(lo, a);
+      hi = std::max(hi, a + 1);
+    }
+    upper->infinity_mass = 0;
+    if (lo > hi) {
+      lo = 0;
+      hi = 1;
+    }
+    if (hi - lo + 1 > kMaxGridPoints) return Error{GridLimitError(hi - lo + 1, kMaxGridPoints, h)};
+    upper->min_index = lo;
+    upper->mass.assign(hi - lo + 1, 0);
+    for (const auto& [loss, mass] : atoms) {
+      if (!(mass > 0)) continue;
+      if (loss > cap) {  // beyond the loss range: +inf (pessimistic)
+        to_infinity += mass;
+        continue;
+      }
+      const ld l = std::max(loss, -cap);  // below the range: moved up
+      int64_t a = static_cast<int64_t>(std::floor(l / h));
+      const ld frac = l - static_cast<ld>(a) * h;
+      // Weight to the upper end: (e^{-a} - e^{-l}) / (e^{-a} - e^{-b}) (as in
+      // BuildRandomizedResponsePmfs).
+      const ld wb = frac <= 0 ? 0 : std::min<ld>(1, -std::expm1(-frac) / x_h);
+      upper->mass[a - lo] += mass * (1 - wb) * (1 + 8 * kLdUnit);
+      upper->mass[a + 1 - lo] += mass * wb * (1 + 8 * kLdUnit) + 4 * LDBL_MIN;
+    }
+    upper->infinity_mass = std::min<ld>(1, to_infinity * (1 + 8 * kLdUnit));
+  }
+
+  // Optimistic: convolve, (remove) drop low mass until the P- and Q-totals are <= 1,
+  // transform, round down.
+  {
+    int64_t min_index;
+    ld rounding;
+    std::vector<ld> g = convolve(steps_lower, &min_index, &rounding);
+    for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01L * rounding) * (1 - 8 * kLdUnit));
+    // The composed +inf mass: some component at +inf, 1 - prod_c (1 - P_c(+inf))^count.
+    ld log_finite = 0;
+    for (size_t c = 0; c < comps.size(); ++c) {
+      log_finite += static_cast<ld>(in.flat[c].second) *
+                    std::log1p(-std::min<ld>(comps[c].lower.infinity_mass, 1));
+    }
+    const ld inf_lower = std::max<ld>(0, -std::expm1(log_finite) * (1 - 1e-10L));
+    ld p_mass = inf_lower;
+    for (ld v : g) p_mass += v;
+    p_mass *= 1 + 1e-12L;
+    for (size_t j = 0; j < g.size() && p_mass > 1 && remove; ++j) {
+      const ld cut = std::min(g[j], (p_mass - 1) * (1 + 1e-12L));
+      g[j] -= cut;
+      p_mass -= cut;
+    }
+    ld q_mass = 0;
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] > 0) {
+        q_mass += std::exp(std::log(g[j]) -
+                           static_cast<ld>(min_index + static_cast<int64_t>(j)) * h);
+      }
+    }
+    q_mass *= 1 + 1e-12L;
+    // Remove the excess Q-mass from the lowest losses (the P-mass removed there is the
+    // excess times e^{ell}, small where ell < 0).
+    for (size_t j = 0; j < g.size() && q_mass > 1 && remove; ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld here = std::exp(std::log(g[j]) - ell);
+      const ld excess = (q_mass - 1) * (1 + 1e-12L);
+      if (here <= excess) {
+        q_mass -= here;
+        g[j] = 0;
+      } else {
+        g[j] = std::max<ld>(0, g[j] - std::exp(std::log(excess) + ell) * (1 + 1e-12L));
+        q_mass = 1;
+      }
+    }
+    // (loss, P-mass) of the finite atoms; add: the inner +inf mass lands at -log(1-q).
+    std::vector<std::pair<ld, ld>> atoms;
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j] <= 0) continue;
+      const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
+      const ld loss = outer_loss(ell);
+      atoms.push_back({loss - loss_error(ell, loss), g[j] * mass_factor(ell) * (1 - factor_error(ell))});
+    }
+    if (!remove && inf_lower > 0) {
+      const ld edge = -std::log1p(-q);
+      atoms.push_back({edge - 8 * kLdUnit * std::fabs(edge), inf_lower * (1 - 8 * kLdUnit)});
+    }
+    return PlaceLowerAtoms(std::move(atoms), m, dir, h, tail,
+                           remove ? q * inf_lower * (1 - 8 * kLdUnit) : 0, lower);
+  }
+  return OkResult();
 }
 
 // eps(delta) (target_is_eps false) or delta(eps) of one direction: certified upper

@@ -26,9 +26,12 @@
 // comes from the direction with the larger upper bound, and a direction whose certified
 // upper bound on a coarse grid is already below the other's is not refined further.
 //
-// Supported events: Gaussian, Laplace, PoissonSampled(q, Gaussian | Laplace) (nested
-// Poisson sampling multiplies the rates), PureDp, ApproxDp (through their worst-case
-// randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed.
+// Supported events: Gaussian, Laplace, DiscreteGaussian (its exact lattice-valued loss),
+// PoissonSampled(q, Gaussian | Laplace | DiscreteGaussian) (nested Poisson sampling
+// multiplies the rates), PureDp, ApproxDp (through their worst-case
+// randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed, and
+// PoissonSampled(q, Composed | SelfComposed) of those (not themselves sampled): the inner
+// composed PLD is subsampled as a whole (see pld.cc).
 #ifndef DPKIT_ACCOUNTING_PLD_H_
 #define DPKIT_ACCOUNTING_PLD_H_
 

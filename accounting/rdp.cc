@@ -535,6 +535,19 @@ Result<std::vector<double>> ComputeRdpWithTermLimit(const Event& event,
         out[i] = orders[i] / (2 * event.noise_multiplier() * event.noise_multiplier());
       }
       return out;
+    case EventKind::kDiscreteGaussian: {
+      // Canonne, Kamath, Steinke 2020, Thm. 4 and Prop. 5: N_Z(0, s^2) added to an
+      // integer query of L2 sensitivity D is (D^2/(2 s^2))-zCDP, i.e. the Rényi
+      // divergence of every order α > 1, in both orders of the neighbouring pair, is at
+      // most α D^2/(2 s^2). (Why: sum_x p(x)^α p(x-D)^{1-α} = e^{α(α-1)D^2/(2s^2)}
+      // sum_x e^{-(x-(1-α)D)^2/(2s^2)} / Z, and the shifted theta sum is <= Z by Poisson
+      // summation, with equality at integer α.) Poisson sampling of this event goes
+      // through the general bound (RdpPoissonSampledGeneral), not the continuous
+      // subsampled-Gaussian series, which is proven only for the continuous Gaussian.
+      const double ratio = static_cast<double>(event.sensitivity()) / event.sigma();
+      for (size_t i = 0; i < orders.size(); ++i) out[i] = orders[i] * ratio * ratio / 2;
+      return out;
+    }
     case EventKind::kLaplace:
       for (size_t i = 0; i < orders.size(); ++i) {
         Result<double> r = RdpLaplace(event.scale(), orders[i]);

@@ -110,7 +110,7 @@ int64_t DiscreteGaussianMechanism::Release(int64_t value, RandomGenerator& rng) 
 }
 
 accounting::Event DiscreteGaussianMechanism::event() const {
-  return EventOrDie(accounting::Event::Gaussian(sigma() / static_cast<double>(sensitivity_)));
+  return EventOrDie(accounting::Event::DiscreteGaussian(sigma(), sensitivity_));
 }
 
 absl::StatusOr<int64_t> DiscreteGaussianMechanism::NoiseHalfWidth(double confidence) const {

@@ -52,11 +52,10 @@ class DiscreteLaplaceMechanism {
 };
 
 // Release of an integer query with L2 sensitivity Delta: value + Z, Z ~ discrete
-// Gaussian N_Z(0, sigma^2). It is (Delta^2 / (2 sigma^2))-zCDP, exactly the RDP
-// curve of the continuous Gaussian with noise multiplier sigma/Delta (Canonne,
-// Kamath, Steinke 2020, Thm. 4), so its event is Gaussian(sigma / Delta). (An
-// accountant that uses the continuous Gaussian's privacy-loss distribution for this
-// event is outside that theorem; the RDP bound is the certified one.)
+// Gaussian N_Z(0, sigma^2). Event: DiscreteGaussian(sigma, Delta), in these integer
+// units. Accountants treat it as what it is: RDP alpha Delta^2/(2 sigma^2) ((Delta^2 /
+// (2 sigma^2))-zCDP, Canonne, Kamath, Steinke 2020, Thm. 4), and the PLD accountant
+// uses its exact (lattice-valued) privacy loss, not the continuous Gaussian's.
 class DiscreteGaussianMechanism {
  public:
   static absl::StatusOr<DiscreteGaussianMechanism> Create(double sigma,
@@ -101,9 +100,9 @@ class LaplaceMechanism {
 };
 
 // Release of a real-valued query with L2 sensitivity Delta and noise stddev sigma
-// (from mechanisms/calibration.h), on the lattice G*Z. Event: Gaussian(sigma_int /
-// integer_sensitivity) with sigma_int = sigma / G, a noise multiplier at most 2^-10
-// relatively below sigma / Delta.
+// (from mechanisms/calibration.h), on the lattice G*Z. Event: DiscreteGaussian(sigma_int,
+// integer_sensitivity) with sigma_int = sigma / G, the integer mechanism it runs (its
+// sigma_int / integer_sensitivity is at most 2^-10 relatively below sigma / Delta).
 class GaussianMechanism {
  public:
   static absl::StatusOr<GaussianMechanism> Create(double stddev, double l2_sensitivity);

@@ -74,13 +74,23 @@ TEST(LaplaceMechanismTest, RejectsBadInput) {
   EXPECT_FALSE(mechanism->Release(1e300, rng).ok());
 }
 
-TEST(GaussianMechanismTest, EventNoiseMultiplierIsWithinOneIn1024OfSigmaOverDelta) {
+TEST(GaussianMechanismTest, EventIsTheIntegerDiscreteGaussianWithinOneIn1024OfSigmaOverDelta) {
   auto mechanism = GaussianMechanism::Create(2.0, 1.0);
   ASSERT_TRUE(mechanism.ok());
   const accounting::Event event = mechanism->event();
-  EXPECT_EQ(event.kind(), accounting::EventKind::kGaussian);
-  EXPECT_LE(event.noise_multiplier(), 2.0);
-  EXPECT_GE(event.noise_multiplier(), 2.0 / (1 + 1.0 / 1024));
+  // G = 2^-10 for sensitivity 1: integer sensitivity floor(1/G) + 1 = 1025 and integer
+  // sigma 2/G = 2048, the units the released lattice noise is drawn in.
+  EXPECT_EQ(event.kind(), accounting::EventKind::kDiscreteGaussian);
+  EXPECT_EQ(mechanism->granularity(), 1.0 / 1024);
+  EXPECT_EQ(event.sensitivity(), 1025);
+  EXPECT_EQ(event.sigma(), 2048.0);
+  const double ratio = event.sigma() / static_cast<double>(event.sensitivity());
+  EXPECT_LE(ratio, 2.0);
+  EXPECT_GE(ratio, 2.0 / (1 + 1.0 / 1024));
+  // Sensitivity 1.5 in [1, 2): G = 2^-10 again, integer sensitivity floor(1536) + 1.
+  auto other = GaussianMechanism::Create(3.0, 1.5);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->event(), accounting::Event::DiscreteGaussian(3072.0, 1537).value());
 }
 
 TEST(GaussianMechanismTest, ReleasedNoiseHasTheRequestedSpread) {
@@ -104,7 +114,7 @@ TEST(DiscreteMechanismsTest, ReportEventsAndRejectBadSensitivity) {
   EXPECT_EQ(laplace->event().epsilon(), 0.25);
   auto gaussian = DiscreteGaussianMechanism::Create(3.0, 2);
   ASSERT_TRUE(gaussian.ok());
-  EXPECT_EQ(gaussian->event().noise_multiplier(), 1.5);
+  EXPECT_EQ(gaussian->event(), accounting::Event::DiscreteGaussian(3.0, 2).value());
   EXPECT_FALSE(DiscreteLaplaceMechanism::Create(1.0, 0).ok());
   EXPECT_FALSE(DiscreteGaussianMechanism::Create(1.0, -3).ok());
   // Discrete Laplace half-width is exact: P(|Z| > k) <= 0.05 < P(|Z| > k - 1).

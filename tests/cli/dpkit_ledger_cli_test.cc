@@ -111,9 +111,40 @@ TEST(DpkitLedgerTest, AccountsBoundedRangeEventsTighterThanPureDp) {
   EXPECT_NE(text_run.out.find("rdp: epsilon = "), std::string::npos) << text_run.out;
 }
 
+// Discrete Gaussian events (mechanisms' DiscreteGaussianMechanism and lattice
+// GaussianMechanism): RDP (CKS zCDP; Poisson-sampled through the general bound) and the
+// PLD accountant's certified interval; GDP does not claim them.
+TEST(DpkitLedgerTest, AccountsDiscreteGaussianEventsWithRdpAndPld) {
+  const std::string dg = R"({"type":"discrete_gaussian","sigma":2048,"sensitivity":1025})";
+  const std::string path = WriteLedger(
+      "discrete_gaussian.jsonl",
+      EventLines(10, dg) +
+          EventLines(5, R"({"type":"poisson_sampled","sampling_rate":0.1,"event":)" + dg + "}"));
+  CliRun run = Dpkit("ledger " + path + " --format=json --delta=1e-6");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  json out = json::parse(run.out);
+  ASSERT_TRUE(out["rdp"]["epsilon"].is_number()) << run.out;
+  ASSERT_TRUE(out["pld"]["epsilon"].is_number()) << run.out;
+  const double upper = out["pld"]["epsilon"].get<double>();
+  const double lower = out["pld"]["epsilon_lower"].get<double>();
+  EXPECT_LE(lower, upper);
+  EXPECT_GT(lower, 0.99 * upper);  // the default tolerance keeps the interval tight
+  EXPECT_LT(upper, out["rdp"]["epsilon"].get<double>());
+  ASSERT_TRUE(out["gdp"].contains("not_applicable")) << run.out;
+  EXPECT_NE(out["gdp"]["not_applicable"].get<std::string>().find("discrete_gaussian"),
+            std::string::npos)
+      << run.out;
+  ExpectUsageError(
+      "ledger " + WriteLedger("bad_dg.jsonl",
+                              EventLines(1, R"({"type":"discrete_gaussian","sigma":1,)"
+                                            R"("sensitivity":0})")),
+      "sensitivity must be an integer in [1, 2^40], got 0");
+}
+
 // The sparse DP-SGD step event (optim/sparse/sparse_dp_sgd.h StepEvent): a Poisson
 // sample of a selection composed with a Gaussian, accounted by the general Poisson
-// subsampling bound of the RDP accountant.
+// subsampling bound of the RDP accountant and by the PLD accountant (subsampling of the
+// composed inner PLD).
 TEST(DpkitLedgerTest, AccountsSparseDpSgdStepEvents) {
   const std::string step =
       R"({"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"composed","events":[)"
@@ -132,6 +163,13 @@ TEST(DpkitLedgerTest, AccountsSparseDpSgdStepEvents) {
   ASSERT_EQ(gaussian.exit_code, 0) << gaussian.err;
   EXPECT_GT(eps, json::parse(gaussian.out)["rdp"]["epsilon"].get<double>());
   EXPECT_LT(eps, 20.0);
+  // The PLD accountant Poisson-samples the composed step too: a certified interval,
+  // tighter than RDP, and its upper bound is above the Gaussian part's lower bound.
+  ASSERT_TRUE(out["pld"]["epsilon"].is_number()) << run.out;
+  const double pld_upper = out["pld"]["epsilon"].get<double>();
+  EXPECT_LE(out["pld"]["epsilon_lower"].get<double>(), pld_upper);
+  EXPECT_LT(pld_upper, eps);
+  EXPECT_GT(pld_upper, json::parse(gaussian.out)["pld"]["epsilon_lower"].get<double>());
   CliRun delta = Dpkit("ledger " + path + " --format=json --epsilon=3");
   ASSERT_EQ(delta.exit_code, 0) << delta.err;
   EXPECT_TRUE(json::parse(delta.out)["rdp"]["delta"].is_number());
