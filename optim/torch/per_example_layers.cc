@@ -122,6 +122,52 @@ torch::Tensor SquaredNorms(const torch::Tensor& per_example) {
       .sum(1);
 }
 
+// Batched matrix products split across LibTorch's intra-op threads. CPU builds of LibTorch
+// without MKL (Debian's) compute bmm as a SERIAL loop of one small GEMM per batch item
+// (aten/src/ATen/native/LinearAlgebra.cpp, bmm_out_or_baddbmm_: the batch is split over
+// threads only on mobile builds), so every per-example product would run on one thread
+// while the rest of a training step uses all of them. Here each thread takes a contiguous
+// range of examples; inside a parallel region LibTorch's own ops run single-threaded in
+// the calling thread, so nothing is oversubscribed. Small products stay serial.
+constexpr int64_t kParallelMinMultiplyAdds = int64_t{1} << 16;
+
+void ParallelBmmOut(torch::Tensor out, const torch::Tensor& x, const torch::Tensor& y) {
+  const int64_t batch = x.size(0);
+  const int64_t work = x.size(1) * x.size(2) * y.size(2);  // multiply-adds per item
+  const int64_t grain = std::max<int64_t>(1, kParallelMinMultiplyAdds / std::max<int64_t>(1, work));
+  at::parallel_for(0, batch, grain, [&](int64_t begin, int64_t end) {
+    torch::NoGradGuard no_grad;  // grad mode is thread-local; worker threads default to on
+    torch::Tensor slice = out.narrow(0, begin, end - begin);
+    at::bmm_out(slice, x.narrow(0, begin, end - begin), y.narrow(0, begin, end - begin));
+  });
+}
+
+torch::Tensor ParallelBmm(const torch::Tensor& x, const torch::Tensor& y) {
+  torch::Tensor out = torch::empty({x.size(0), x.size(1), y.size(2)}, x.options());
+  ParallelBmmOut(out, x, y);
+  return out;
+}
+
+// Splits [0, n) into chunks of at most `max_chunk` items, as many as a multiple of the
+// thread count (so that threads get equal shares), and runs fn(start, length) for each
+// chunk, the chunks spread over LibTorch's intra-op threads.
+template <typename Fn>
+void ForEachChunkInParallel(int64_t n, int64_t max_chunk, const Fn& fn) {
+  if (n <= 0) return;
+  const int64_t threads = std::max<int64_t>(1, at::in_parallel_region() ? 1 : at::get_num_threads());
+  int64_t chunks = (n + max_chunk - 1) / max_chunk;
+  chunks = std::min(n, (chunks + threads - 1) / threads * threads);
+  const int64_t chunk = (n + chunks - 1) / chunks;
+  chunks = (n + chunk - 1) / chunk;
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    torch::NoGradGuard no_grad;
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t start = c * chunk;
+      fn(start, std::min(chunk, n - start));
+    }
+  });
+}
+
 // A view of `buffer` (grown as needed, never shrunk) with the given shape, so per-example
 // gradients reuse one allocation across steps of varying (Poisson) batch size.
 torch::Tensor BufferView(torch::Tensor* buffer, const torch::TensorOptions& options,
@@ -164,11 +210,11 @@ torch::Tensor PositionSquaredNorms(const torch::Tensor& a, const torch::Tensor& 
   const bool ghost = method == NormMethod::kAuto ? positions * (d + p) < d * p
                                                  : method == NormMethod::kGhost;
   if (ghost) {
-    torch::Tensor aa = torch::bmm(a, a.transpose(1, 2));
-    torch::Tensor gg = torch::bmm(g, g.transpose(1, 2));
+    torch::Tensor aa = ParallelBmm(a, a.transpose(1, 2));
+    torch::Tensor gg = ParallelBmm(g, g.transpose(1, 2));
     return BatchedFrobeniusInner(aa, gg);
   }
-  return SquaredNorms(torch::bmm(g.transpose(1, 2), a));
+  return SquaredNorms(ParallelBmm(g.transpose(1, 2), a));
 }
 
 // sums[p] += sum_i scale_i * per_example_i for per_example (B, *shape), in place.
@@ -242,14 +288,14 @@ void DpLinearImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
                      g.to(torch::kFloat64).pow(2).sum({1, 2}));
     } else {
       // Li et al. 2021, eq. (4): <A A^T, G G^T>_F.
-      torch::Tensor aa = torch::bmm(a, a.transpose(1, 2));
-      torch::Tensor gg = torch::bmm(g, g.transpose(1, 2));
+      torch::Tensor aa = ParallelBmm(a, a.transpose(1, 2));
+      torch::Tensor gg = ParallelBmm(g, g.transpose(1, 2));
       out->push_back(BatchedFrobeniusInner(aa, gg));
     }
   } else {
     torch::Tensor per = BufferView(&per_example_, a.options(),
                                    {batch, out_features_, in_features_});
-    at::bmm_out(per, g.transpose(1, 2), a);
+    ParallelBmmOut(per, g.transpose(1, 2), a);
     per_example_valid_ = true;
     out->push_back(SquaredNorms(per));
   }
@@ -375,18 +421,16 @@ void DpConv2dImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
   per_example_valid_ = false;
   // im2col a few examples at a time: the whole batch's unfolded input (B x Ckk x L; 12.8 MB
   // for the MNIST CNN's first layer at B = 256) would be the largest buffer of a DP step.
+  // The chunks are spread over LibTorch's threads (one chunk per thread at a time: LibTorch
+  // unfolds and multiplies a batch one example after another on one thread, see
+  // ParallelBmmOut), each writing its own rows of `norms` and of the per-example buffer.
   constexpr int64_t kUnfoldBytes = int64_t{2} << 20;
-  const int64_t chunk =
+  const int64_t max_chunk =
       std::max<int64_t>(1, kUnfoldBytes / std::max<int64_t>(1, ckk * positions * a.element_size()));
-  torch::Tensor norms;
+  torch::Tensor norms = torch::empty({batch}, a.options().dtype(torch::kFloat64));
   torch::Tensor per;
-  if (ghost) {
-    norms = torch::empty({batch}, a.options().dtype(torch::kFloat64));
-  } else {
-    per = BufferView(&per_example_, a.options(), {batch, options_.out_channels, ckk});
-  }
-  for (int64_t start = 0; start < batch; start += chunk) {
-    const int64_t len = std::min(chunk, batch - start);
+  if (!ghost) per = BufferView(&per_example_, a.options(), {batch, options_.out_channels, ckk});
+  ForEachChunkInParallel(batch, max_chunk, [&](int64_t start, int64_t len) {
     torch::Tensor u = Unfold(a.narrow(0, start, len));  // (len, Ckk, L)
     torch::Tensor gc = g.narrow(0, start, len);
     if (ghost) {
@@ -397,12 +441,10 @@ void DpConv2dImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
     } else {
       torch::Tensor part = per.narrow(0, start, len);
       at::bmm_out(part, gc, u.transpose(1, 2));
+      norms.narrow(0, start, len).copy_(SquaredNorms(part));
     }
-  }
-  if (!ghost) {
-    per_example_valid_ = true;
-    norms = SquaredNorms(per);
-  }
+  });
+  per_example_valid_ = !ghost;
   out->push_back(norms);
   out->push_back(SquaredNorms(g.sum(2)));
 }
@@ -500,7 +542,7 @@ void DpEmbeddingImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
   }
   // Rows used at positions t and s coincide iff x_t = x_s: sum [x_t = x_s] <g_t, g_s>.
   torch::Tensor same = idx.unsqueeze(2).eq(idx.unsqueeze(1)).to(g.scalar_type());
-  torch::Tensor gg = torch::bmm(g, g.transpose(1, 2));
+  torch::Tensor gg = ParallelBmm(g, g.transpose(1, 2));
   out->push_back(BatchedFrobeniusInner(same, gg));
 }
 

@@ -152,6 +152,36 @@ TEST(PerExampleLayersTest, LinearOverSequencePositionsMatchesBatchSizeOneLoop) {
                    torch::randint(0, 3, {5}, torch::kLong));
 }
 
+struct WideLinearNet : torch::nn::Module {
+  DpLinear fc1{nullptr}, fc2{nullptr};
+  WideLinearNet() {
+    fc1 = register_module("fc1", DpLinear(64, 48));
+    fc2 = register_module("fc2", DpLinear(48, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, ProductsSplitAcrossTwoThreadsMatchBatchSizeOneLoop) {
+  // At 2 LibTorch threads with per-example products above the size from which they are
+  // split across threads (ghost Gram products of fc1 over 32 positions: 32 x 64 x 32
+  // multiply-adds per example; materialised: 48 x 32 x 64), each thread computes the
+  // norms of its own range of examples; the results must not depend on the split.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  torch::manual_seed(9);
+  auto net = std::make_shared<WideLinearNet>();
+  net->to(torch::kFloat64);
+  TestModel model{net,
+                  [&](const torch::Tensor& x) { return net->fc2(torch::tanh(net->fc1(x)).mean(1)); },
+                  [&](const torch::Tensor& x) {
+                    return F::linear(
+                        torch::tanh(F::linear(x, net->fc1->weight, net->fc1->bias)).mean(1),
+                        net->fc2->weight, net->fc2->bias);
+                  }};
+  CheckAgainstLoop(model, torch::randn({7, 32, 64}, torch::kFloat64),
+                   torch::randint(0, 3, {7}, torch::kLong));
+  torch::set_num_threads(threads);
+}
+
 struct ConvNet : torch::nn::Module {
   DpConv2d conv1{nullptr}, conv2{nullptr};
   DpGroupNorm norm{nullptr};
@@ -223,6 +253,12 @@ TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop
                   [&](const torch::Tensor& x) { return body(x, true); }};
   CheckAgainstLoop(model, torch::randn({5, 8, 40, 40}, torch::kFloat64),
                    torch::randint(0, 2, {5}, torch::kLong));
+  // At 2 threads the chunks (here 2, 2 and 1 examples) are spread over the threads.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  CheckAgainstLoop(model, torch::randn({5, 8, 40, 40}, torch::kFloat64),
+                   torch::randint(0, 2, {5}, torch::kLong));
+  torch::set_num_threads(threads);
 }
 
 struct EmbeddingNet : torch::nn::Module {
