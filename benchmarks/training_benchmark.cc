@@ -41,14 +41,17 @@
 
 #include "mechanisms/random.h"
 #include "models/mnist_models.h"
+#include "optim/torch/cpu_threads.h"
 #include "optim/torch/dp_optimizer.h"
 
 namespace {
 
 namespace F = torch::nn::functional;
 
+// LibTorch threads as the trainers set them up (optim/torch/cpu_threads.h: OpenBLAS's own
+// threads off, malloc keeping freed memory), so both modes run in the trainers' setting.
 void SetThreads(const benchmark::State& state) {
-  torch::set_num_threads(static_cast<int>(state.range(1)));
+  dpkit::optim::ConfigureCpuThreads(static_cast<int>(state.range(1)));
 }
 
 double PeakRssMb() {
