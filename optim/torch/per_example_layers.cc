@@ -388,13 +388,70 @@ torch::Tensor DpConv2dImpl::forward(const torch::Tensor& input) {
 
 int64_t DpConv2dImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
 
+// im2col: (b, C, H, W) -> (b, C*kh*kw, Ho*Wo), the layout of torch::nn::functional::unfold:
+// row (c, i, j), column (y, x) holds input[c, y*sh + i*dh - ph, x*sw + j*dw - pw] (zero
+// outside). Debian's LibTorch 1.13 CPU im2col (im2col_out_cpu) bounds-checks and indexes
+// every element and runs one example after another; this loop computes, per kernel
+// offset, the range of columns that read inside the input and copies it as one strided
+// run: 4.0 -> 0.6 ms for the MNIST CNN's first layer at 256 examples on one thread.
+template <typename T>
+void Im2Col(const T* input, int64_t batch, int64_t channels, int64_t height, int64_t width,
+            const DpConv2dOptions& o, int64_t out_h, int64_t out_w, T* out) {
+  const int64_t kh = o.kernel_size[0], kw = o.kernel_size[1];
+  const int64_t sh = o.stride[0], sw = o.stride[1];
+  const int64_t ph = o.padding[0], pw = o.padding[1];
+  const int64_t dh = o.dilation[0], dw = o.dilation[1];
+  for (int64_t plane = 0; plane < batch * channels; ++plane) {
+    const T* in = input + plane * height * width;
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j, out += out_h * out_w) {
+        // Columns x with 0 <= x*sw + x0 < width read inside the input: [x_lo, x_hi).
+        const int64_t x0 = j * dw - pw;
+        const int64_t x_lo = std::min(out_w, x0 >= 0 ? 0 : (-x0 + sw - 1) / sw);
+        const int64_t x_hi =
+            std::max(x_lo, width - 1 - x0 < 0 ? 0 : std::min(out_w, (width - 1 - x0) / sw + 1));
+        for (int64_t y = 0; y < out_h; ++y) {
+          T* dst = out + y * out_w;
+          const int64_t row = y * sh + i * dh - ph;
+          if (row < 0 || row >= height) {
+            std::fill(dst, dst + out_w, T(0));
+            continue;
+          }
+          const T* src = in + row * width;
+          std::fill(dst, dst + x_lo, T(0));
+          for (int64_t x = x_lo; x < x_hi; ++x) dst[x] = src[x * sw + x0];
+          std::fill(dst + x_hi, dst + out_w, T(0));
+        }
+      }
+    }
+  }
+}
+
 torch::Tensor DpConv2dImpl::Unfold(const torch::Tensor& input) const {
+  const DpConv2dOptions& o = options_;
+  const int64_t out_h =
+      (input.size(2) + 2 * o.padding[0] - o.dilation[0] * (o.kernel_size[0] - 1) - 1) / o.stride[0] + 1;
+  const int64_t out_w =
+      (input.size(3) + 2 * o.padding[1] - o.dilation[1] * (o.kernel_size[1] - 1) - 1) / o.stride[1] + 1;
+  TORCH_CHECK(out_h > 0 && out_w > 0, Describe(), ": input ", input.sizes(),
+              " is smaller than the kernel");
+  const int64_t rows = input.size(1) * o.kernel_size[0] * o.kernel_size[1];
+  if (input.is_cpu() && (input.scalar_type() == torch::kFloat32 ||
+                         input.scalar_type() == torch::kFloat64)) {
+    torch::Tensor in = input.contiguous();
+    torch::Tensor out = torch::empty({in.size(0), rows, out_h * out_w}, in.options());
+    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "DpConv2d::Unfold", [&] {
+      Im2Col(in.data_ptr<scalar_t>(), in.size(0), in.size(1), in.size(2), in.size(3), o, out_h,
+             out_w, out.data_ptr<scalar_t>());
+    });
+    return out;
+  }
+  // Other devices and types: LibTorch's own im2col.
   namespace F = torch::nn::functional;
-  return F::unfold(input,
-                   F::UnfoldFuncOptions({options_.kernel_size[0], options_.kernel_size[1]})
-                       .dilation({options_.dilation[0], options_.dilation[1]})
-                       .padding({options_.padding[0], options_.padding[1]})
-                       .stride({options_.stride[0], options_.stride[1]}));
+  return F::unfold(input, F::UnfoldFuncOptions({o.kernel_size[0], o.kernel_size[1]})
+                              .dilation({o.dilation[0], o.dilation[1]})
+                              .padding({o.padding[0], o.padding[1]})
+                              .stride({o.stride[0], o.stride[1]}));
 }
 
 torch::Tensor DpConv2dImpl::Unfolded() {

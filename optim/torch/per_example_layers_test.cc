@@ -261,6 +261,40 @@ TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop
   torch::set_num_threads(threads);
 }
 
+struct DilatedConvNet : torch::nn::Module {
+  DpConv2d conv{nullptr};
+  DpLinear fc{nullptr};
+  DilatedConvNet() {
+    DpConv2dOptions o;
+    o.in_channels = 3; o.out_channels = 4; o.kernel_size = {3, 2}; o.stride = {1, 2};
+    o.padding = {2, 1}; o.dilation = {2, 3};
+    conv = register_module("conv", DpConv2d(o));
+    fc = register_module("fc", DpLinear(4, 2));
+  }
+};
+
+TEST(PerExampleLayersTest, DilatedStridedPaddedConv2dMatchesBatchSizeOneLoop) {
+  // Unequal strides, dilations and paddings per axis, so that a swapped axis or stride in
+  // the im2col view shows: 9x11 input -> (9 + 4 - 2*2 - 1)/1 + 1 = 9 rows,
+  // (11 + 2 - 3*1 - 1)/2 + 1 = 5 columns.
+  torch::manual_seed(10);
+  auto net = std::make_shared<DilatedConvNet>();
+  net->to(torch::kFloat64);
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    torch::Tensor h = reference ? torch::conv2d(x, net->conv->weight, net->conv->bias, {1, 2},
+                                                {2, 1}, {2, 3})
+                                : net->conv(x);
+    EXPECT_EQ(h.size(2), 9);
+    EXPECT_EQ(h.size(3), 5);
+    h = torch::tanh(h).mean({2, 3});
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  CheckAgainstLoop(model, torch::randn({4, 3, 9, 11}, torch::kFloat64),
+                   torch::randint(0, 2, {4}, torch::kLong));
+}
+
 struct EmbeddingNet : torch::nn::Module {
   DpEmbedding embedding{nullptr};
   DpLayerNorm norm{nullptr};
