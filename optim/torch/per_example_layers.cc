@@ -477,11 +477,12 @@ void DpConv2dImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
   const bool ghost = UseGhost();
   per_example_valid_ = false;
   // im2col a few examples at a time: the whole batch's unfolded input (B x Ckk x L; 12.8 MB
-  // for the MNIST CNN's first layer at B = 256) would be the largest buffer of a DP step.
-  // The chunks are spread over LibTorch's threads (one chunk per thread at a time: LibTorch
-  // unfolds and multiplies a batch one example after another on one thread, see
-  // ParallelBmmOut), each writing its own rows of `norms` and of the per-example buffer.
-  constexpr int64_t kUnfoldBytes = int64_t{2} << 20;
+  // for the MNIST CNN's first layer at B = 256) would be the largest buffer of a DP step,
+  // and a chunk of 512 KiB stays in the core's L2 cache from im2col to the product. The
+  // chunks are spread over LibTorch's threads (one chunk per thread at a time: LibTorch
+  // multiplies a batch one example after another on one thread, see ParallelBmmOut), each
+  // writing its own rows of `norms` and of the per-example buffer.
+  constexpr int64_t kUnfoldBytes = int64_t{1} << 19;
   const int64_t max_chunk =
       std::max<int64_t>(1, kUnfoldBytes / std::max<int64_t>(1, ckk * positions * a.element_size()));
   torch::Tensor norms = torch::empty({batch}, a.options().dtype(torch::kFloat64));

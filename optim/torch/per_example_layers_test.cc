@@ -237,8 +237,8 @@ struct WideConvNet : torch::nn::Module {
 };
 
 TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop) {
-  // 8 channels, 3x3 kernel, 40x40 'same' output: one example's unfolded input is
-  // 72 x 1600 float64 = 0.9 MB, so the 2 MB im2col budget holds 2 examples and the batch
+  // 8 channels, 3x3 kernel, 20x20 'same' output: one example's unfolded input is
+  // 72 x 400 float64 = 230 KB, so the 512 KiB im2col budget holds 2 examples and the batch
   // of 5 is unfolded in 3 chunks (ghost and materialised norms both).
   torch::manual_seed(8);
   auto net = std::make_shared<WideConvNet>();
@@ -251,12 +251,12 @@ TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop
   };
   TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
                   [&](const torch::Tensor& x) { return body(x, true); }};
-  CheckAgainstLoop(model, torch::randn({5, 8, 40, 40}, torch::kFloat64),
+  CheckAgainstLoop(model, torch::randn({5, 8, 20, 20}, torch::kFloat64),
                    torch::randint(0, 2, {5}, torch::kLong));
-  // At 2 threads the chunks (here 2, 2 and 1 examples) are spread over the threads.
+  // At 2 threads the chunks (still 2, 2 and 1 examples) are spread over the threads.
   const int threads = torch::get_num_threads();
   torch::set_num_threads(2);
-  CheckAgainstLoop(model, torch::randn({5, 8, 40, 40}, torch::kFloat64),
+  CheckAgainstLoop(model, torch::randn({5, 8, 20, 20}, torch::kFloat64),
                    torch::randint(0, 2, {5}, torch::kLong));
   torch::set_num_threads(threads);
 }
