@@ -3,10 +3,17 @@
 //   BM_NonPrivateStep  ordinary torch::nn layers, mean loss, torch::optim::SGD
 //   BM_DpSgdStep       per-example layers, per-example clipping (flat, C = 1.5), secure
 //                      Gaussian noise (sigma = 1.3), division by the expected batch size
-// Arguments: batch size, LibTorch threads. The gate compares the 1-thread pair (robust on
-// a busy CI machine); the 2-thread pair is the setting. On a machine shared with
-// other work, run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP threads that compete for
-// cores slow LibTorch down several-fold (measured: 42 -> 277 ms per non-private step).
+// Arguments: batch size, LibTorch threads (set up like the trainers: ConfigureCpuThreads,
+// optim/torch/cpu_threads.h). The gate compares the CPU time of the calling thread of both
+// pairs: at 1 thread the whole step; at 2 threads (the setting) the calling thread
+// runs every serial part and its share of every parallel one, so its CPU time follows the
+// critical path, while on a busy machine the other thread's delayed wake-ups inflate
+// wall-clock time (2-thread wall ratios ranged 0.9-2.9 under load here). On a machine
+// shared with other work, run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP threads that
+// compete for cores slow LibTorch down several-fold (measured: 42 -> 277 ms per
+// non-private step). For wall-clock figures on such a machine, `chrt -f 10` (root) keeps
+// other processes off the two cores while it runs.
+//   BM_NonPrivateStepPhases / BM_DpSgdStepPhases  per-phase breakdown (see below).
 // The counter peak_rss_mb is the process's peak resident memory: run one benchmark per
 // process (--benchmark_filter) to compare peak memory of the two modes.
 //
