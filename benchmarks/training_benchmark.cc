@@ -3,10 +3,17 @@
 //   BM_NonPrivateStep  ordinary torch::nn layers, mean loss, torch::optim::SGD
 //   BM_DpSgdStep       per-example layers, per-example clipping (flat, C = 1.5), secure
 //                      Gaussian noise (sigma = 1.3), division by the expected batch size
-// Arguments: batch size, LibTorch threads. The gate compares the 1-thread pair (robust on
-// a busy CI machine); the 2-thread pair is the setting. On a machine shared with
-// other work, run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP threads that compete for
-// cores slow LibTorch down several-fold (measured: 42 -> 277 ms per non-private step).
+// Arguments: batch size, LibTorch threads (set up like the trainers: ConfigureCpuThreads,
+// optim/torch/cpu_threads.h). The gate compares the CPU time of the calling thread of both
+// pairs: at 1 thread the whole step; at 2 threads (the setting) the calling thread
+// runs every serial part and its share of every parallel one, so its CPU time follows the
+// critical path, while on a busy machine the other thread's delayed wake-ups inflate
+// wall-clock time (2-thread wall ratios ranged 0.9-2.9 under load here). On a machine
+// shared with other work, run with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP threads that
+// compete for cores slow LibTorch down several-fold (measured: 42 -> 277 ms per
+// non-private step). For wall-clock figures on such a machine, `chrt -f 10` (root) keeps
+// other processes off the two cores while it runs.
+//   BM_NonPrivateStepPhases / BM_DpSgdStepPhases  per-phase breakdown (see below).
 // The counter peak_rss_mb is the process's peak resident memory: run one benchmark per
 // process (--benchmark_filter) to compare peak memory of the two modes.
 //
@@ -26,8 +33,11 @@
 // PyTorch profiler's profile_memory. Unlike peak RSS it is per benchmark, so both modes can
 // be compared in one process, and it excludes the LibTorch libraries themselves.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <algorithm>
 
@@ -38,20 +48,30 @@
 
 #include "mechanisms/random.h"
 #include "models/mnist_models.h"
+#include "optim/torch/cpu_threads.h"
 #include "optim/torch/dp_optimizer.h"
 
 namespace {
 
 namespace F = torch::nn::functional;
 
+// LibTorch threads as the trainers set them up (optim/torch/cpu_threads.h: OpenBLAS's own
+// threads off, malloc keeping freed memory), so both modes run in the trainers' setting.
 void SetThreads(const benchmark::State& state) {
-  torch::set_num_threads(static_cast<int>(state.range(1)));
+  dpkit::optim::ConfigureCpuThreads(static_cast<int>(state.range(1)));
 }
 
 double PeakRssMb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss / 1024.0;
+}
+
+// Page faults of the process so far (minor: memory the allocator got from the OS anew).
+double MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_minflt);
 }
 
 // Peak live tensor bytes while installed (see the file comment). Allocations made while it
@@ -123,6 +143,156 @@ void DpSgdCnnSteps(benchmark::State& state) {
       return;
     }
     benchmark::DoNotOptimize(loss.data_ptr());
+  }
+}
+
+// Phase breakdown of the two steps (diagnostics for thread scaling). Per phase, three
+// counters in ms per step: wall-clock (`_ms`), CPU time of the calling thread (`_main_ms`:
+// on a busy machine the best proxy for the critical path, since the calling thread takes
+// part in every parallel region and runs every serial part) and CPU time of the whole
+// process (`_all_ms`: the total work, including BLAS or OpenMP threads that spin).
+// DP: forward, backward (with per-example captures), per-layer squared norms, per-layer
+// clip-factor-weighted sums (into scratch tensors, factors 1), then the optimizer's own
+// AccumulatePhysicalBatch (norms + clipping + sums again, as in training) and Step (secure
+// noise, averaging, SGD). Non-private: forward, backward, SGD step.
+class PhaseTimer {
+ public:
+  struct Totals {
+    double wall = 0, main = 0, all = 0;
+  };
+  void Start() { last_ = Now(); }
+  // Adds the time since Start() or the previous Lap() to `totals`.
+  void Lap(Totals* totals) {
+    Sample now = Now();
+    totals->wall += now.wall - last_.wall;
+    totals->main += now.main - last_.main;
+    totals->all += now.all - last_.all;
+    last_ = now;
+  }
+  static void Report(benchmark::State& state, const std::string& name, const Totals& t) {
+    const double n = static_cast<double>(state.iterations());
+    state.counters[name + "_ms"] = t.wall / n;
+    state.counters[name + "_main_ms"] = t.main / n;
+    state.counters[name + "_all_ms"] = t.all / n;
+  }
+
+ private:
+  struct Sample {
+    double wall, main, all;
+  };
+  static double ClockMs(clockid_t clock) {
+    timespec ts{};
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  }
+  static Sample Now() {
+    return {ClockMs(CLOCK_MONOTONIC), ClockMs(CLOCK_THREAD_CPUTIME_ID),
+            ClockMs(CLOCK_PROCESS_CPUTIME_ID)};
+  }
+  Sample last_{};
+};
+
+void BM_NonPrivateStepPhases(benchmark::State& state) {
+  SetThreads(state);
+  torch::manual_seed(0);
+  const int64_t batch = state.range(0);
+  dpkit::models::PlainMnistCnn model;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.25));
+  torch::Tensor x = torch::rand({batch, 1, 28, 28});
+  torch::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
+  PhaseTimer timer;
+  PhaseTimer::Totals forward, backward, step;
+  const double faults = MinorFaults();
+  for (auto _ : state) {
+    timer.Start();
+    sgd.zero_grad();
+    torch::Tensor loss = F::cross_entropy(model->forward(x), y);
+    timer.Lap(&forward);
+    loss.backward();
+    timer.Lap(&backward);
+    sgd.step();
+    timer.Lap(&step);
+  }
+  state.counters["minor_faults"] =
+      (MinorFaults() - faults) / static_cast<double>(state.iterations());
+  PhaseTimer::Report(state, "forward", forward);
+  PhaseTimer::Report(state, "backward", backward);
+  PhaseTimer::Report(state, "step", step);
+}
+
+void BM_DpSgdStepPhases(benchmark::State& state) {
+  SetThreads(state);
+  torch::manual_seed(0);
+  const int64_t batch = state.range(0);
+  dpkit::models::MnistCnn model;
+  auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
+  if (!noise.ok()) {
+    state.SkipWithError("no secure generator");
+    return;
+  }
+  dpkit::optim::DpOptimizerOptions options;
+  options.noise_multiplier = 1.3;
+  options.clip_norm = 1.5;
+  options.sampling_rate = 256.0 / 60000;
+  options.expected_batch_size = 256;
+  auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model->parameters(), 0.25);
+  auto dp = dpkit::optim::DpOptimizer::Create(*model, *std::move(sgd), options, *std::move(noise));
+  std::vector<dpkit::optim::NamedPerExampleLayer> layers;
+  if (!dp.ok() || !dpkit::optim::ValidateForPerExampleGradients(*model, &layers).ok()) {
+    state.SkipWithError("DpOptimizer::Create failed");
+    return;
+  }
+  torch::Tensor x = torch::rand({batch, 1, 28, 28});
+  torch::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
+  PhaseTimer timer;
+  PhaseTimer::Totals forward, backward, accumulate, step;
+  std::vector<PhaseTimer::Totals> norms(layers.size()), sums(layers.size());
+  torch::Tensor ones = torch::ones({batch}, torch::kFloat64);
+  const double faults = MinorFaults();
+  for (auto _ : state) {
+    timer.Start();
+    torch::Tensor loss = F::cross_entropy(model->forward(x), y,
+                                          F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    timer.Lap(&forward);
+    loss.backward();
+    timer.Lap(&backward);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        std::vector<torch::Tensor> scratch;
+        for (const torch::Tensor& p : layers[i].layer->DpParameters()) {
+          scratch.push_back(torch::zeros(p.sizes(), p.options().requires_grad(false)));
+        }
+        std::vector<torch::Tensor> squared_norms;
+        timer.Start();
+        layers[i].layer->AppendSquaredNorms(&squared_norms);
+        timer.Lap(&norms[i]);
+        layers[i].layer->AddScaledGradientSums(
+            std::vector<torch::Tensor>(scratch.size(), ones), &scratch);
+        timer.Lap(&sums[i]);
+      }
+    }
+    timer.Start();
+    if (!(*dp)->AccumulatePhysicalBatch().ok()) {
+      state.SkipWithError("DP step failed");
+      return;
+    }
+    timer.Lap(&accumulate);
+    if (!(*dp)->Step().ok()) {
+      state.SkipWithError("DP step failed");
+      return;
+    }
+    timer.Lap(&step);
+  }
+  state.counters["minor_faults"] =
+      (MinorFaults() - faults) / static_cast<double>(state.iterations());
+  PhaseTimer::Report(state, "forward", forward);
+  PhaseTimer::Report(state, "backward", backward);
+  PhaseTimer::Report(state, "accumulate", accumulate);
+  PhaseTimer::Report(state, "noise_and_step", step);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    PhaseTimer::Report(state, "norms_" + layers[i].name, norms[i]);
+    PhaseTimer::Report(state, "sums_" + layers[i].name, sums[i]);
   }
 }
 
@@ -250,6 +420,10 @@ void BM_DpSgdEmbeddingStep(benchmark::State& state) {
 BENCHMARK(BM_NonPrivateStep)->Args({256, 1})->Args({256, 2})->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
 BENCHMARK(BM_DpSgdStep)->Args({256, 1})->Args({256, 2})->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK(BM_NonPrivateStepPhases)->Args({256, 1})->Args({256, 2})
+    ->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_DpSgdStepPhases)->Args({256, 1})->Args({256, 2})->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
 // Memory is per step, not per second: a fixed, small number of steps suffices.
 BENCHMARK(BM_NonPrivateStepMemory)->Args({256, 1})->Unit(benchmark::kMillisecond)->Iterations(5);

@@ -26,7 +26,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <torch/torch.h>
@@ -47,6 +46,7 @@
 #include "models/training_ledger.h"
 #include "nlohmann/json.hpp"
 #include "optim/poisson_sampler.h"
+#include "optim/torch/cpu_threads.h"
 #include "optim/torch/dp_optimizer.h"
 
 ABSL_FLAG(std::string, activation, "relu", "MNIST CNN activation: relu | tanh");
@@ -147,8 +147,8 @@ double Accuracy(torch::nn::Module& model, const std::function<torch::Tensor(cons
 
 absl::Status Train(Task task, const TrainOptions& o) {
   auto wall_start = std::chrono::steady_clock::now();
-  torch::set_num_threads(o.threads > 0 ? o.threads
-                                       : std::max(1u, std::thread::hardware_concurrency()));
+  // LibTorch's threads, the BLAS's and the allocator together (optim/torch/cpu_threads.h).
+  const optim::CpuThreadSetup threads = optim::ConfigureCpuThreads(o.threads);
   torch::Device device(torch::kCPU);
   if (o.device == "cuda") {
     if (!torch::cuda::is_available()) {
@@ -327,7 +327,7 @@ absl::Status Train(Task task, const TrainOptions& o) {
   if (files) metrics.open(Join(o.output_dir, "metrics.jsonl"), std::ios::app);
   if (!json) {
     std::printf("dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g (%s clipping%s), %s "
-                "lr=%g, %lld steps (%lld per epoch), %s, delta=%g, %d threads, %s\n",
+                "lr=%g, %lld steps (%lld per epoch), %s, delta=%g, %s, %s\n",
                 o.model.c_str(), static_cast<long long>(n), q, sigma,
                 o.target_epsilon ? " (calibrated)" : "", clip_norm,
                 step_options->clipping_name.c_str(),
@@ -338,7 +338,7 @@ absl::Status Train(Task task, const TrainOptions& o) {
                 static_cast<long long>(steps_per_epoch),
                 shuffled ? "shuffled fixed-size batches (NOT covered by the accountants)"
                          : "Poisson batches",
-                o.delta, torch::get_num_threads(),
+                o.delta, optim::DescribeCpuThreadSetup(threads).c_str(),
                 files ? ("output in " + o.output_dir).c_str() : "no --output_dir");
     std::fflush(stdout);
   }

@@ -35,7 +35,7 @@ SOURCES=(
   models/trainer_registry.cc models/idx_reader.cc models/mnist_models.cc
   models/training_ledger.cc models/mnist_trainer.cc
   optim/clipping.cc optim/poisson_sampler.cc
-  optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc
+  optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc optim/torch/cpu_threads.cc
   mechanisms/random.cc mechanisms/gaussian.cc
   accounting/event.cc accounting/rdp.cc accounting/gdp.cc accounting/ledger.cc
   accounting/internal/format.cc accounting/internal/json_parse.cc
@@ -57,5 +57,5 @@ for src in "${SOURCES[@]}"; do
 done
 wait
 g++ -o "$OUT" "${objs[@]}" -L"$TORCH/lib" -Wl,-rpath,"$TORCH/lib" -Wl,--no-as-needed \
-  -ltorch $CUDA_LIBS -ltorch_cpu -lc10 -Wl,--as-needed $ABSL_LIBS -lcrypto -lz -pthread
+  -ltorch $CUDA_LIBS -ltorch_cpu -lc10 -Wl,--as-needed $ABSL_LIBS -lcrypto -lz -ldl -pthread
 echo "built $OUT (LibTorch: $TORCH, CUDA libs: ${CUDA_LIBS:-none})"

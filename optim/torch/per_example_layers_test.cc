@@ -152,6 +152,36 @@ TEST(PerExampleLayersTest, LinearOverSequencePositionsMatchesBatchSizeOneLoop) {
                    torch::randint(0, 3, {5}, torch::kLong));
 }
 
+struct WideLinearNet : torch::nn::Module {
+  DpLinear fc1{nullptr}, fc2{nullptr};
+  WideLinearNet() {
+    fc1 = register_module("fc1", DpLinear(64, 48));
+    fc2 = register_module("fc2", DpLinear(48, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, ProductsSplitAcrossTwoThreadsMatchBatchSizeOneLoop) {
+  // At 2 LibTorch threads with per-example products above the size from which they are
+  // split across threads (ghost Gram products of fc1 over 32 positions: 32 x 64 x 32
+  // multiply-adds per example; materialised: 48 x 32 x 64), each thread computes the
+  // norms of its own range of examples; the results must not depend on the split.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  torch::manual_seed(9);
+  auto net = std::make_shared<WideLinearNet>();
+  net->to(torch::kFloat64);
+  TestModel model{net,
+                  [&](const torch::Tensor& x) { return net->fc2(torch::tanh(net->fc1(x)).mean(1)); },
+                  [&](const torch::Tensor& x) {
+                    return F::linear(
+                        torch::tanh(F::linear(x, net->fc1->weight, net->fc1->bias)).mean(1),
+                        net->fc2->weight, net->fc2->bias);
+                  }};
+  CheckAgainstLoop(model, torch::randn({7, 32, 64}, torch::kFloat64),
+                   torch::randint(0, 3, {7}, torch::kLong));
+  torch::set_num_threads(threads);
+}
+
 struct ConvNet : torch::nn::Module {
   DpConv2d conv1{nullptr}, conv2{nullptr};
   DpGroupNorm norm{nullptr};
@@ -207,8 +237,8 @@ struct WideConvNet : torch::nn::Module {
 };
 
 TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop) {
-  // 8 channels, 3x3 kernel, 40x40 'same' output: one example's unfolded input is
-  // 72 x 1600 float64 = 0.9 MB, so the 2 MB im2col budget holds 2 examples and the batch
+  // 8 channels, 3x3 kernel, 20x20 'same' output: one example's unfolded input is
+  // 72 x 400 float64 = 230 KB, so the 512 KiB im2col budget holds 2 examples and the batch
   // of 5 is unfolded in 3 chunks (ghost and materialised norms both).
   torch::manual_seed(8);
   auto net = std::make_shared<WideConvNet>();
@@ -221,8 +251,48 @@ TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop
   };
   TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
                   [&](const torch::Tensor& x) { return body(x, true); }};
-  CheckAgainstLoop(model, torch::randn({5, 8, 40, 40}, torch::kFloat64),
+  CheckAgainstLoop(model, torch::randn({5, 8, 20, 20}, torch::kFloat64),
                    torch::randint(0, 2, {5}, torch::kLong));
+  // At 2 threads the chunks (still 2, 2 and 1 examples) are spread over the threads.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  CheckAgainstLoop(model, torch::randn({5, 8, 20, 20}, torch::kFloat64),
+                   torch::randint(0, 2, {5}, torch::kLong));
+  torch::set_num_threads(threads);
+}
+
+struct DilatedConvNet : torch::nn::Module {
+  DpConv2d conv{nullptr};
+  DpLinear fc{nullptr};
+  DilatedConvNet() {
+    DpConv2dOptions o;
+    o.in_channels = 3; o.out_channels = 4; o.kernel_size = {3, 2}; o.stride = {1, 2};
+    o.padding = {2, 1}; o.dilation = {2, 3};
+    conv = register_module("conv", DpConv2d(o));
+    fc = register_module("fc", DpLinear(4, 2));
+  }
+};
+
+TEST(PerExampleLayersTest, DilatedStridedPaddedConv2dMatchesBatchSizeOneLoop) {
+  // Unequal strides, dilations and paddings per axis, so that a swapped axis or stride in
+  // the im2col view shows: 9x11 input -> (9 + 4 - 2*2 - 1)/1 + 1 = 9 rows,
+  // (11 + 2 - 3*1 - 1)/2 + 1 = 5 columns.
+  torch::manual_seed(10);
+  auto net = std::make_shared<DilatedConvNet>();
+  net->to(torch::kFloat64);
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    torch::Tensor h = reference ? torch::conv2d(x, net->conv->weight, net->conv->bias, {1, 2},
+                                                {2, 1}, {2, 3})
+                                : net->conv(x);
+    EXPECT_EQ(h.size(2), 9);
+    EXPECT_EQ(h.size(3), 5);
+    h = torch::tanh(h).mean({2, 3});
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  CheckAgainstLoop(model, torch::randn({4, 3, 9, 11}, torch::kFloat64),
+                   torch::randint(0, 2, {4}, torch::kLong));
 }
 
 struct EmbeddingNet : torch::nn::Module {
