@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "models/dp_step_options.h"
 #include "models/training_ledger.h"
 #include "optim/poisson_sampler.h"
+#include "optim/torch/cpu_threads.h"
 #include "optim/torch/dp_optimizer.h"
 
 namespace dpkit::models {
@@ -95,8 +95,8 @@ absl::StatusOr<torch::Device> TrainingDevice(const TrainOptions& o) {
 absl::Status RunDpTraining(const TrainOptions& o, const DpTrainingDefaults& d,
                            DpTrainingTask& task) {
   const auto wall_start = std::chrono::steady_clock::now();
-  torch::set_num_threads(o.threads > 0 ? o.threads
-                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // LibTorch's threads, the BLAS's and the allocator together (optim/torch/cpu_threads.h).
+  optim::ConfigureCpuThreads(o.threads);
   absl::StatusOr<torch::Device> device = TrainingDevice(o);
   if (!device.ok()) return device.status();
   const int64_t n = task.train_size;
