@@ -331,89 +331,20 @@ void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
   }
 }
 
-// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace (sub)sampled
-// component in one direction. `tail` bounds the P-mass left outside the grid range.
-Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
-                                 Pmf* upper, Pmf* lower) {
-  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h); };
-  // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
-  // Losses are kept within [-kMaxLoss, kMaxLoss] so that e^{loss} never overflows a long
-  // double (LossTailsAt and the cell weights below take e^{loss}). Mass beyond the range
-  // stays certified: the pessimistic PMF puts the P-mass above the top at +inf and the
-  // P-mass below the bottom at the bottom point (both only raise delta(eps)); the
-  // optimistic PMF leaves both out (only lowers it).
-  const int64_t cap = static_cast<int64_t>(std::ceil(kMaxLoss / h));
-  int64_t lo = -1;
-  while (lo > -cap && tails(lo).fp > tail) {
-    if (lo < -kMaxGridPoints) return Error{GridLimitError(-lo, kMaxGridPoints, h)};
-    lo *= 2;
-  }
-  lo = std::max(lo, -cap);
-  {
-    int64_t a = lo, b = 0;  // fp(a) <= tail; shrink towards the largest such index
-    if (tails(0).fp <= tail) a = 0;
-    while (b - a > 1 && a != 0) {
-      const int64_t mid = a + (b - a) / 2;
-      if (tails(mid).fp <= tail) a = mid; else b = mid;
-    }
-    lo = a;
-  }
-  int64_t hi = 1;
-  while (hi < cap && tails(hi).sp > tail) {
-    if (hi > kMaxGridPoints) return Error{GridLimitError(hi, kMaxGridPoints, h)};
-    hi *= 2;
-  }
-  hi = std::min(hi, cap);
-  {
-    int64_t a = 0, b = hi;  // sp(b) <= tail; shrink towards the smallest such index
-    if (tails(0).sp <= tail) b = 0;
-    while (b - a > 1 && b != 0) {
-      const int64_t mid = a + (b - a) / 2;
-      if (tails(mid).sp <= tail) b = mid; else a = mid;
-    }
-    hi = b;
-  }
-  if (hi <= lo) hi = lo + 1;
-  hi += 2;  // two empty cells on top keep the optimistic top handling away from mass
-  const int64_t n = hi - lo;  // cells 0..n-1, grid points 0..n
-  if (n > kMaxGridPoints) return Error{GridLimitError(n, kMaxGridPoints, h)};
-  std::vector<LossTails> t(n + 1);
-  for (int64_t i = 0; i <= n; ++i) t[i] = tails(lo + i);
-
+// The pessimistic (connect-the-dots, (2)) and optimistic (tangent-corrected, (3)) PMFs on
+// the grid points lo, ..., lo + n (spacing h) of a measure given by its cell moments: for
+// cell i = (eps_{lo+i}, eps_{lo+i+1}] with P-mass A_i and Q-mass B_i,
+// c_i = A_i - x_i B_i and d_i = x_{i+1} B_i - A_i (x_i = e^{eps_{lo+i}}), known within
+// [c_lo, c_up] and [d_lo, d_up]. below_mass (P-mass at or below eps_lo) is moved up to
+// eps_lo and above_mass (P-mass above the top) goes to +inf in the pessimistic PMF; the
+// optimistic PMF leaves both out. Used for the components (BuildContinuousPmfs) and for
+// re-discretising a composition onto a coarser grid (Rediscretize).
+void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::vector<ld>& d_up,
+                 const std::vector<ld>& c_lo, const std::vector<ld>& d_lo, ld below_mass,
+                 ld above_mass, Pmf* upper, Pmf* lower) {
+  const int64_t n = static_cast<int64_t>(c_up.size());
   const ld eh = std::exp(static_cast<ld>(h));
   const ld em1 = std::expm1(static_cast<ld>(h));
-  std::vector<ld> c_up(n), d_up(n), c_lo(n), d_lo(n);
-  ld xi = 1;
-  for (int64_t i = 0; i < n; ++i) {
-    // Cell (eps_i, eps_{i+1}]: P-mass A, Q-mass B from the smaller tail of each pair.
-    ld A, eA, B, eB;
-    if (t[i].sp <= 0.5L) {
-      A = t[i].sp - t[i + 1].sp;
-      eA = kCdfUlps * kLdUnit * (t[i].sp + t[i + 1].sp);
-    } else {
-      A = t[i + 1].fp - t[i].fp;
-      eA = kCdfUlps * kLdUnit * (t[i].fp + t[i + 1].fp);
-    }
-    if (t[i].sq <= 0.5L) {
-      B = t[i].sq - t[i + 1].sq;
-      eB = kCdfUlps * kLdUnit * (t[i].sq + t[i + 1].sq);
-    } else {
-      B = t[i + 1].fq - t[i].fq;
-      eB = kCdfUlps * kLdUnit * (t[i].fq + t[i + 1].fq);
-    }
-    // x_i = e^{eps_i}, recomputed exactly every 64 cells and multiplied by e^h between.
-    if (i % 64 == 0) xi = std::exp(static_cast<ld>(lo + i) * h); else xi *= eh;
-    // c = A - x_i B = x_i (e^{-eps_i} A - B) >= 0, d = x_{i+1} B - A >= 0 (P-mass that
-    // connect-the-dots moves to the upper end is c e^h / (e^h - 1)).
-    const ld c = A - xi * B;
-    const ld d = xi * eh * B - A;
-    const ld ec = eA + xi * eB + 256 * kLdUnit * (std::fabs(A) + xi * std::fabs(B));
-    const ld ed = eA + xi * eh * eB + 256 * kLdUnit * (std::fabs(A) + xi * eh * std::fabs(B));
-    c_up[i] = std::max<ld>(c, 0) + ec;
-    d_up[i] = std::max<ld>(d, 0) + ed;
-    c_lo[i] = std::max<ld>(c - ec, 0);
-    d_lo[i] = std::max<ld>(d - ed, 0);
-  }
   // Pessimistic connect-the-dots masses: P-mass at eps_i = (d_i + e^h c_{i-1})/(e^h-1).
   upper->min_index = lo;
   upper->mass.assign(n + 1, 0);
@@ -422,8 +353,8 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     const ld c = i > 0 ? c_up[i - 1] : 0;
     upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
   }
-  upper->mass[0] += t[0].fp * (1 + kCdfUlps * kLdUnit);  // mass <= eps_0 moves up
-  upper->infinity_mass = t[n].sp * (1 + kCdfUlps * kLdUnit) + 8 * LDBL_MIN;
+  upper->mass[0] += below_mass;  // mass <= eps_0 moves up
+  upper->infinity_mass = above_mass;
 
   // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3)).
   std::vector<ld> m_corr(n + 1, 0);
@@ -480,6 +411,92 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     }
     RemoveNegativeKinks(h, &lower->mass);
   }
+}
+
+// Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace (sub)sampled
+// component in one direction. `tail` bounds the P-mass left outside the grid range.
+Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
+                                 Pmf* upper, Pmf* lower) {
+  auto tails = [&](int64_t k) { return LossTailsAt(m, dir, static_cast<ld>(k) * h); };
+  // Lowest index: P(L <= lo h) <= tail (or 0 for losses bounded below).
+  // Losses are kept within [-kMaxLoss, kMaxLoss] so that e^{loss} never overflows a long
+  // double (LossTailsAt and the cell weights below take e^{loss}). Mass beyond the range
+  // stays certified: the pessimistic PMF puts the P-mass above the top at +inf and the
+  // P-mass below the bottom at the bottom point (both only raise delta(eps)); the
+  // optimistic PMF leaves both out (only lowers it).
+  const int64_t cap = static_cast<int64_t>(std::ceil(kMaxLoss / h));
+  int64_t lo = -1;
+  while (lo > -cap && tails(lo).fp > tail) {
+    if (lo < -kMaxGridPoints) return Error{GridLimitError(-lo, kMaxGridPoints, h)};
+    lo *= 2;
+  }
+  lo = std::max(lo, -cap);
+  {
+    int64_t a = lo, b = 0;  // fp(a) <= tail; shrink towards the largest such index
+    if (tails(0).fp <= tail) a = 0;
+    while (b - a > 1 && a != 0) {
+      const int64_t mid = a + (b - a) / 2;
+      if (tails(mid).fp <= tail) a = mid; else b = mid;
+    }
+    lo = a;
+  }
+  int64_t hi = 1;
+  while (hi < cap && tails(hi).sp > tail) {
+    if (hi > kMaxGridPoints) return Error{GridLimitError(hi, kMaxGridPoints, h)};
+    hi *= 2;
+  }
+  hi = std::min(hi, cap);
+  {
+    int64_t a = 0, b = hi;  // sp(b) <= tail; shrink towards the smallest such index
+    if (tails(0).sp <= tail) b = 0;
+    while (b - a > 1 && b != 0) {
+      const int64_t mid = a + (b - a) / 2;
+      if (tails(mid).sp <= tail) b = mid; else a = mid;
+    }
+    hi = b;
+  }
+  if (hi <= lo) hi = lo + 1;
+  hi += 2;  // two empty cells on top keep the optimistic top handling away from mass
+  const int64_t n = hi - lo;  // cells 0..n-1, grid points 0..n
+  if (n > kMaxGridPoints) return Error{GridLimitError(n, kMaxGridPoints, h)};
+  std::vector<LossTails> t(n + 1);
+  for (int64_t i = 0; i <= n; ++i) t[i] = tails(lo + i);
+
+  const ld eh = std::exp(static_cast<ld>(h));
+  std::vector<ld> c_up(n), d_up(n), c_lo(n), d_lo(n);
+  ld xi = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    // Cell (eps_i, eps_{i+1}]: P-mass A, Q-mass B from the smaller tail of each pair.
+    ld A, eA, B, eB;
+    if (t[i].sp <= 0.5L) {
+      A = t[i].sp - t[i + 1].sp;
+      eA = kCdfUlps * kLdUnit * (t[i].sp + t[i + 1].sp);
+    } else {
+      A = t[i + 1].fp - t[i].fp;
+      eA = kCdfUlps * kLdUnit * (t[i].fp + t[i + 1].fp);
+    }
+    if (t[i].sq <= 0.5L) {
+      B = t[i].sq - t[i + 1].sq;
+      eB = kCdfUlps * kLdUnit * (t[i].sq + t[i + 1].sq);
+    } else {
+      B = t[i + 1].fq - t[i].fq;
+      eB = kCdfUlps * kLdUnit * (t[i].fq + t[i + 1].fq);
+    }
+    // x_i = e^{eps_i}, recomputed exactly every 64 cells and multiplied by e^h between.
+    if (i % 64 == 0) xi = std::exp(static_cast<ld>(lo + i) * h); else xi *= eh;
+    // c = A - x_i B = x_i (e^{-eps_i} A - B) >= 0, d = x_{i+1} B - A >= 0 (P-mass that
+    // connect-the-dots moves to the upper end is c e^h / (e^h - 1)).
+    const ld c = A - xi * B;
+    const ld d = xi * eh * B - A;
+    const ld ec = eA + xi * eB + 256 * kLdUnit * (std::fabs(A) + xi * std::fabs(B));
+    const ld ed = eA + xi * eh * eB + 256 * kLdUnit * (std::fabs(A) + xi * eh * std::fabs(B));
+    c_up[i] = std::max<ld>(c, 0) + ec;
+    d_up[i] = std::max<ld>(d, 0) + ed;
+    c_lo[i] = std::max<ld>(c - ec, 0);
+    d_lo[i] = std::max<ld>(d - ed, 0);
+  }
+  CellsToPmfs(lo, h, c_up, d_up, c_lo, d_lo, t[0].fp * (1 + kCdfUlps * kLdUnit),
+              t[n].sp * (1 + kCdfUlps * kLdUnit) + 8 * LDBL_MIN, upper, lower);
   return OkResult();
 }
 
@@ -622,6 +639,9 @@ struct Composed {
   ld tilted_outside;      // bound on the tilted mass outside the window (aliasing)
   ld log_above_bound;     // log of a bound on the untilted mass above the window
   ld infinity_mass;       // composed mass at +inf (upper: rounded up, lower: down)
+  // First stage of a two-stage composition, upper PMF only: log of a bound on the
+  // untilted mass below the window (else -inf; see (6)).
+  ld log_below_bound = -std::numeric_limits<ld>::infinity();
 };
 
 // Chernoff bound on the tilted composed mass above `b` (side = +1) or below `b`
@@ -632,27 +652,38 @@ ld LogTiltedTail(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double
                  ld lambda, ld log_k_lambda, ld b, int side, const std::vector<Coarse>& coarse,
                  const std::vector<double>& counts, bool exact) {
   // The exponent -side s b + K(lambda + side s) is convex in s; its minimiser solves
-  // K'(lambda + side s) = b, found by bisection on log s over [1e-3, 1e4] (any s gives a
-  // valid bound, so the search only needs to be good, not exact).
+  // K'(lambda + side s) = b, found by safeguarded Newton steps (the derivative of the slope
+  // in s is K'' >= 0) inside a bracket over [1e-3, 1e4] (any s gives a valid bound, so the
+  // search only needs to be good, not exact).
   auto value = [&](ld s) {
     return -side * s * b + CoarseCumulants(coarse, counts, lambda + side * s).k - log_k_lambda;
   };
-  auto slope = [&](ld s) {  // derivative of the exponent in s, increasing in s
-    return side * (CoarseCumulants(coarse, counts, lambda + side * s).k1 - b);
-  };
   ld s_max = 1e4L;
   if (side < 0) s_max = std::min<ld>(s_max, lambda + 1e4L);
-  ld lo = std::log(1e-3L), hi = std::log(s_max);
-  if (slope(std::exp(lo)) >= 0) return 0;  // minimum at s -> 0: only the trivial bound
-  if (slope(std::exp(hi)) <= 0) {
-    lo = hi;
-  } else {
-    for (int it = 0; it < 24; ++it) {
-      const ld mid = (lo + hi) / 2;
-      if (slope(std::exp(mid)) < 0) lo = mid; else hi = mid;
-    }
+  ld lo = 1e-3L, hi = s_max;
+  {
+    const Cumulants at_lo = CoarseCumulants(coarse, counts, lambda + side * lo);
+    // Slope at s -> 0 non-negative: the minimum is at s -> 0, only the trivial bound.
+    if (side * (at_lo.k1 - b) >= 0) return 0;
   }
-  const ld best_s = std::exp(lo);
+  ld best_s;
+  if (side * (CoarseCumulants(coarse, counts, lambda + side * hi).k1 - b) <= 0) {
+    best_s = hi;
+  } else {
+    const Cumulants at0 = CoarseCumulants(coarse, counts, lambda);
+    ld s = at0.k2 > 0 ? std::fabs(b - at0.k1) / at0.k2 : std::sqrt(lo * hi);
+    if (!(s > lo && s < hi)) s = std::sqrt(lo * hi);
+    for (int it = 0; it < 40 && hi > lo * (1 + 1e-4L); ++it) {
+      const Cumulants c = CoarseCumulants(coarse, counts, lambda + side * s);
+      const ld slope = side * (c.k1 - b);
+      if (slope < 0) lo = s; else hi = s;
+      if (std::fabs(slope) <= 1e-4L * std::sqrt(std::max<ld>(c.k2, 0))) break;
+      ld next = c.k2 > 0 ? s - slope / c.k2 : 0;
+      if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
+      s = next;
+    }
+    best_s = std::min(std::max(s, lo), hi);
+  }
   const ld best_v = value(best_s);
   if (!(std::isfinite(best_v) && best_v < 0)) return 0;
   if (!exact) return best_v;  // estimate only (coarse cumulants), not a bound
@@ -669,6 +700,45 @@ ld LogTiltedTail(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double
   return best;
 }
 
+// Tilt for a target: minimises the Chernoff estimate of the target (lambda >= 0) on the
+// coarse cumulants. For eps(delta): (K(t) - log delta)/t; for delta(eps): K(t) - t eps.
+// Any lambda >= 0 gives certified results; this one makes them tight (see (4)).
+ld ChooseTilt(const std::vector<Coarse>& coarse, const std::vector<double>& counts,
+              bool target_is_eps, double target) {
+  auto objective = [&](ld t) -> ld {
+    const Cumulants k = CoarseCumulants(coarse, counts, t);
+    if (target_is_eps) return k.k - t * static_cast<ld>(target);
+    return (k.k - std::log(static_cast<ld>(target))) / t;
+  };
+  // Scan geometrically, then golden-section refine around the best.
+  ld best_t = 0, best_v = target_is_eps ? objective(0) : std::numeric_limits<ld>::infinity();
+  for (ld t = 1e-3L; t <= 1e4L; t *= 1.25L) {
+    const ld v = objective(t);
+    if (std::isfinite(v) && v < best_v) {
+      best_v = v;
+      best_t = t;
+    }
+  }
+  if (best_t > 0) {
+    ld a = best_t / 1.25L, b = best_t * 1.25L;
+    for (int it = 0; it < 40; ++it) {
+      const ld m1 = a + (b - a) * 0.382L, m2 = a + (b - a) * 0.618L;
+      if (objective(m1) < objective(m2)) b = m2; else a = m1;
+    }
+    best_t = (a + b) / 2;
+  }
+  return best_t;
+}
+
+// A stage of a two-stage composition (see ComposeStaged): a fixed tilt (that of the whole
+// composition) and, for the first stage, no target (the window covers the tilted bulk
+// only) and an aliasing requirement of its own.
+struct StageOptions {
+  ld lambda;
+  bool bulk_only;
+  ld required;  // bulk_only: largest tilted mass allowed outside the window
+};
+
 // Composes the components (upper or lower PMFs) for a target: either delta at
 // `target_eps` (target_is_eps) or eps at `target_delta`. `tolerance` (the requested
 // relative accuracy of eps) sets how much aliasing the window may leave: the tilted mass
@@ -678,7 +748,7 @@ ld LogTiltedTail(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double
 // `fft` keeps its plans (twiddle tables) between calls of the same size.
 Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf, double h,
                          bool target_is_eps, double target, double tolerance,
-                         Eigen::FFT<double>* fft_plans) {
+                         Eigen::FFT<double>* fft_plans, const StageOptions* stage = nullptr) {
   std::vector<Coarse> coarse;
   std::vector<double> counts;
   ld log_no_inf = 0;
@@ -688,40 +758,17 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     counts.push_back(c.count);
     log_no_inf += c.count * std::log1p(-std::min<ld>(pmf.infinity_mass, 1));
   }
-  // Tilt: minimise the Chernoff estimate of the target (lambda >= 0).
-  // For eps(delta): minimise (K(t) - log delta)/t; for delta(eps): K(t) - t eps.
-  auto objective = [&](ld t) -> ld {
-    const Cumulants k = CoarseCumulants(coarse, counts, t);
-    if (target_is_eps) return k.k - t * static_cast<ld>(target);
-    return (k.k - std::log(static_cast<ld>(target))) / t;
-  };
-  ld lambda = 0;
-  {
-    // Scan geometrically, then golden-section refine around the best.
-    ld best_t = 0, best_v = target_is_eps ? objective(0) : std::numeric_limits<ld>::infinity();
-    for (ld t = 1e-3L; t <= 1e4L; t *= 1.25L) {
-      const ld v = objective(t);
-      if (std::isfinite(v) && v < best_v) {
-        best_v = v;
-        best_t = t;
-      }
-    }
-    if (best_t > 0) {
-      ld a = best_t / 1.25L, b = best_t * 1.25L;
-      for (int it = 0; it < 40; ++it) {
-        const ld m1 = a + (b - a) * 0.382L, m2 = a + (b - a) * 0.618L;
-        if (objective(m1) < objective(m2)) b = m2; else a = m1;
-      }
-      best_t = (a + b) / 2;
-    }
-    lambda = best_t;
-  }
+  const ld lambda = stage != nullptr
+                        ? stage->lambda
+                        : ChooseTilt(coarse, counts, target_is_eps, target);
   const Cumulants kl = CoarseCumulants(coarse, counts, lambda);
   ld centre = kl.k1;
   ld spread = std::sqrt(kl.k2) + 10 * h;
   // The region above the target must be in the window as well.
   ld target_eps;
-  if (target_is_eps) {
+  if (stage != nullptr && stage->bulk_only) {
+    target_eps = centre;
+  } else if (target_is_eps) {
     target_eps = target;
   } else {
     target_eps = lambda > 0 ? (kl.k - std::log(static_cast<ld>(target))) / lambda : centre;
@@ -751,38 +798,81 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
   // Gaussian tilted law at tolerance 1e-4; the Chernoff bounds below decide.
   // Start from the Gaussian estimate of the half-width that meets the aliasing
   // requirement below (z with e^{-z^2/2} = requirement), slightly reduced.
-  ld width = std::max<ld>(
-      4, 0.95L * std::sqrt(2 * std::log((1 + lambda * spread) / (1e-2L * tolerance))));
+  // Required: aliasing error far below the value (see the comment above Compose). The
+  // window is first sized on coarse-cumulant estimates (cheap), then certified with
+  // exact MGFs (a larger window is tried if the certified bound misses).
+  const ld required =
+      stage != nullptr && stage->bulk_only ? stage->required
+                                           : 1e-2L * tolerance / (1 + lambda * spread);
+  ld width = std::max<ld>(4, 0.95L * std::sqrt(2 * std::log(1 / required)));
+  // The window's grid range for a half-width (in spreads).
+  auto edges = [&](ld w, int64_t* start, int64_t* need) {
+    const ld a = std::min(centre, target_eps) - w * spread - 2 * h;
+    const ld b = std::max(centre, target_eps) + w * spread + 2 * h;
+    *start = static_cast<int64_t>(std::floor(a / h));
+    *need = static_cast<int64_t>(std::ceil(b / h)) - *start + 1;
+  };
+  // Coarse-cumulant estimate of the tilted mass outside the window (not a bound).
+  auto estimate = [&](ld w) {
+    int64_t start, need;
+    edges(w, &start, &need);
+    const int64_t n = FftSize(need);
+    return std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact,
+                                  static_cast<ld>(start + n - 1) * h, +1, coarse, counts,
+                                  /*exact=*/false)) +
+           std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact,
+                                  static_cast<ld>(start) * h, -1, coarse, counts,
+                                  /*exact=*/false));
+  };
+  ld failed_width = 0;  // largest half-width whose estimate missed
   // Small steps first (near-Gaussian laws), then large ones (skewed laws of few
   // compositions, e.g. T = 1 with a small sampling rate, have far heavier upper tails).
   for (int attempt = 0; attempt < 16; ++attempt, width *= attempt < 6 ? 1.07L : 1.5L) {
-    const ld a = std::min(centre, target_eps) - width * spread - 2 * h;
-    const ld b = std::max(centre, target_eps) + width * spread + 2 * h;
-    const int64_t start = static_cast<int64_t>(std::floor(a / h));
-    const int64_t need = static_cast<int64_t>(std::ceil(b / h)) - start + 1;
+    const bool last = attempt == 15;
+    {
+      int64_t start, need;
+      edges(width, &start, &need);
+      if (need > kMaxWindowPoints) return Error{GridLimitError(need, kMaxWindowPoints, h)};
+    }
+    if (!last) {
+      if (estimate(width) > 0.5L * required) {
+        failed_width = std::max(failed_width, width);
+        continue;
+      }
+      // After a large step (skewed laws), bisect back towards the smallest half-width
+      // whose estimate meets the requirement: the FFT cost is linear in it.
+      if (failed_width > 0 && width > 1.2L * failed_width) {
+        ld lo = failed_width, hi = width;
+        for (int it = 0; it < 5; ++it) {
+          const ld mid = (lo + hi) / 2;
+          if (estimate(mid) > 0.5L * required) lo = mid; else hi = mid;
+        }
+        width = hi;
+      }
+    }
+    int64_t start, need;
+    edges(width, &start, &need);
     if (need > kMaxWindowPoints) return Error{GridLimitError(need, kMaxWindowPoints, h)};
     const int64_t n = FftSize(need);
     const ld lo_edge = static_cast<ld>(start) * h;
     const ld hi_edge = static_cast<ld>(start + n - 1) * h;
-    // Required: aliasing error far below the value (see the comment above Compose). The
-    // window is first sized on coarse-cumulant estimates (cheap), then certified with
-    // exact MGFs (a larger window is tried if the certified bound misses).
-    const ld required = 1e-2L * tolerance / (1 + lambda * spread);
-    const bool last = attempt == 15;
-    if (!last) {
-      const ld estimate =
-          std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, hi_edge, +1, coarse,
-                                 counts, /*exact=*/false)) +
-          std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, lo_edge, -1, coarse,
-                                 counts, /*exact=*/false));
-      if (estimate > 0.5L * required) continue;
-    }
     const ld log_above = LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, hi_edge, +1,
                                        coarse, counts, /*exact=*/true);
     const ld log_below = LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, lo_edge, -1,
                                        coarse, counts, /*exact=*/true);
     const ld tau = std::exp(log_above) + std::exp(log_below);
     if (tau > required && !last) continue;
+    // First stage, upper PMF: the untilted mass below the window will be composed further,
+    // so it is bounded (Chernoff on the untilted law, exact MGFs: lambda = 0 below) and
+    // kept, at the window's first entry (see (6)).
+    ld log_below_untilted = -std::numeric_limits<ld>::infinity();
+    if (stage != nullptr && stage->bulk_only && upper_pmf) {
+      ld k0 = 0;
+      for (const ComponentPmfs& c : comps) k0 += c.count * LogMgf(c.upper, h, 0);
+      log_below_untilted =
+          k0 + LogTiltedTail(comps, upper_pmf, h, 0, k0, lo_edge, -1, coarse, counts,
+                             /*exact=*/true);
+    }
 
     // Tilted component arrays, folded modulo n, and their transforms.
     Eigen::FFT<double>& fft = *fft_plans;
@@ -883,10 +973,178 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     out.tilted_outside = tau;
     // Untilted mass above the window: e^{K(lambda) - lambda B} * tilted mass above B.
     out.log_above_bound = k_exact - lambda * hi_edge + log_above;
+    out.log_below_bound = log_below_untilted;
     out.infinity_mass = -std::expm1(log_no_inf);
     return out;
   }
   return Error{"could not bound the aliasing of the privacy loss window"};
+}
+
+// ---------------------------------------------------------------------------------
+// Two-stage composition (ComposeStaged): T = m T1 + r steps of one component.
+//
+// (6) The T-fold composition on the fine grid h needs a window of span ~ 12 sqrt(T) s / h
+//     points (s: per-step tilted loss spread), ~6e5 for T = 1e6. Instead, the T1-fold
+//     (T1 ~ sqrt(T)) and r-fold compositions are computed on the fine grid (windows of
+//     ~ sqrt(T1) s / h points), re-discretised onto the grid of spacing H = k h
+//     (k ~ sqrt(T1)/2) and composed there (m times and once): ~ 2 sqrt(T/T1) s / h points.
+//     Accuracy: re-discretising adds per-step loss variance of order H^2 (connect-the-dots
+//     moves mass at l in (a, b] to a and b, adding (l - a)(b - l) <= H^2/4), m times, i.e.
+//     m H^2 ~ T h^2 / 4 in all: about a quarter of what the fine grid's T per-step
+//     discretisations add. The optimistic side gains as well: its per-step tangent
+//     correction (3) is first order in h where the per-step loss is concentrated within
+//     one cell (small q, e.g. q = 1e-4: almost all P-mass lies in (log(1 - q), 0]), and
+//     compounded over T steps it would remove a fraction ~ T h of the mass; here it is
+//     compounded over T1 steps only, and the T1-fold law is smooth on the H grid, where
+//     the correction is second order.
+//
+//     Certification. Upper: the fine window entries plus entry_error are >= the exact
+//     circular convolution, which is the linear one (a dominating PLD, by (1)) restricted
+//     to the window plus non-negative extra mass (the aliased copies of the mass outside
+//     it). The mass above the window is bounded by Chernoff (tilted, as in (4)) and put at
+//     +inf; the mass below it is bounded by Chernoff on the untilted law (exact MGFs at
+//     -s) and put at the window's first entry (P-mass moved to a larger loss dominates,
+//     (2)): unlike in the final delta sum, where losses below the window are below eps
+//     and do not count, here they meet the other factors' losses. A dominating PLD
+//     plus a non-negative measure still bounds delta from above after any composition
+//     (composition is bilinear and delta(eps) = integral of (1 - e^{eps - l})_+ >= 0).
+//     Connect-the-dots of that measure onto the H grid dominates it (2, which holds for
+//     any measure in a cell), so the second stage composes dominating components.
+//     Lower: the exact circular entry exceeds the linear one by the aliased mass, at most
+//     the tilted mass outside the window (tau), so entry - entry_error - tau (clamped at
+//     0) is <= the linear tilted mass; the result is a sub-measure of a dominated PLD,
+//     and sub-measures only lower delta after composition (same bilinearity). The
+//     tangent method (3) applied to that measure on the H grid is dominated by it (the
+//     chord-excess bound E = c d/(c + d) holds for any measure in a cell). Every
+//     untilted weight is rounded up (upper) or down (lower) by an explicit allowance.
+//     All masses of the T1-fold law that matter at the final tilt lambda are in the
+//     first-stage window: it is tilted at the lambda of the whole composition and covers
+//     all but `required` of the tilted mass, with required chosen so that the total
+//     aliasing allowance of all m factors, m n1 tau, is far below the tolerance.
+// ---------------------------------------------------------------------------------
+
+// Floor of a / b for b > 0.
+int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+// Re-discretises a composed window (fine grid c.h) onto the grid of spacing k c.h: the
+// pessimistic measure by connect-the-dots, the optimistic one by the tangent method, both
+// through CellsToPmfs (see (6) for why each stays certified).
+Pmf Rediscretize(const Composed& c, bool upper, int64_t k) {
+  const ld h = c.h;
+  // Coarse cell K is (K k h, (K + 1) k h]; fine entry g lies in cell FloorDiv(g - 1, k) at
+  // offset r = g - K k in 1..k. With a = K k h, l = g h:
+  //   c = A - e^a B = sum w (1 - e^{-(l - a)}),  d = e^{a + kh} B - A = sum w (e^{a+kh-l} - 1).
+  std::vector<ld> fa(k + 1, 0), fb(k + 1, 0);
+  for (int64_t r = 1; r <= k; ++r) {
+    fa[r] = -std::expm1(-static_cast<ld>(r) * h);
+    fb[r] = std::expm1(static_cast<ld>(k - r) * h);
+  }
+  const int64_t first_cell = FloorDiv(c.window_start - 1, k);
+  const int64_t last_cell = FloorDiv(c.window_start + c.n - 2, k);
+  // Two empty cells on top keep the optimistic top handling away from mass.
+  const int64_t cells = last_cell - first_cell + 1 + 2;
+  std::vector<ld> cc(cells, 0), dd(cells, 0);
+  for (int64_t j = 0; j < c.n; ++j) {
+    const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
+                       : static_cast<ld>(c.tilted[j]) - c.entry_error - c.tilted_outside;
+    if (!(v > 0)) continue;
+    const int64_t g = c.window_start + j;
+    const ld l = static_cast<ld>(g) * h;
+    // Untilted weight v exp(K - lambda l): the exponent's rounding (|K| + |lambda l| + 1
+    // ulps) and exp's own (a few ulps) are covered by `rel`.
+    const ld rel =
+        (std::fabs(c.log_scale) + std::fabs(c.lambda * l) + 64) * 4 * kLdUnit;
+    ld w = v * std::exp(c.log_scale - c.lambda * l) * (upper ? 1 + rel : 1 - rel);
+    // Upper: the mass below the window moves up to its first entry (dominating, (2)).
+    if (upper && j == 0) w += std::exp(c.log_below_bound) * (1 + 8 * kUnit);
+    const int64_t cell = FloorDiv(g - 1, k);
+    const int64_t r = g - cell * k;
+    cc[cell - first_cell] += w * fa[r];
+    dd[cell - first_cell] += w * fb[r];
+  }
+  // Each cell sums at most k non-negative products (fa, fb within 4 ulps each).
+  const ld rel = static_cast<ld>(2 * k + 16) * kLdUnit;
+  std::vector<ld> c_up(cells), d_up(cells), c_lo(cells), d_lo(cells);
+  for (int64_t i = 0; i < cells; ++i) {
+    c_up[i] = cc[i] * (1 + rel);
+    d_up[i] = dd[i] * (1 + rel);
+    c_lo[i] = cc[i] * (1 - rel);
+    d_lo[i] = dd[i] * (1 - rel);
+  }
+  Pmf up, lo;
+  const ld above =
+      upper ? (c.infinity_mass + std::exp(c.log_above_bound)) * (1 + 8 * kUnit) : 0;
+  CellsToPmfs(first_cell, static_cast<double>(k * h), c_up, d_up, c_lo, d_lo, 0, above, &up,
+              &lo);
+  if (!upper) lo.infinity_mass = c.infinity_mass * (1 - 8 * kUnit);
+  Pmf& out = upper ? up : lo;
+  FillLogs(&out);
+  return std::move(out);
+}
+
+// When one component is composed in two stages: from kStagedSteps steps on (there the
+// single fine window costs more than the two small ones), and from kMinStagedSteps steps
+// where the optimistic PMF's P-mass deficit eta (the mass its tangent correction removes)
+// compounds to T eta > kStagedDeficit: the two stages keep the windows small enough for
+// the refinement of CertifiedBounds to reach grids on which eta is small (e.g. sigma =
+// 0.5, q = 0.01, T = 1e5: lower bound 213.6 -> 221.77, upper 221.91). Below them one
+// FFT is cheap and the fine grid's accuracy is kept.
+constexpr double kStagedSteps = 262144;
+constexpr double kMinStagedSteps = 4096;
+constexpr ld kStagedDeficit = 1e-3L;
+
+// Plans a two-stage composition: T1 (steps on the fine grid) and k (grid factor), or
+// false where one stage is used (several components, or too few steps).
+bool PlanStages(const std::vector<ComponentPmfs>& comps, int64_t* t1, int64_t* k) {
+  if (comps.size() != 1) return false;
+  const double count = comps[0].count;
+  if (!(count >= kMinStagedSteps && count <= 9e15 && count == std::floor(count))) return false;
+  if (count < kStagedSteps) {
+    const Pmf& lower = comps[0].lower;
+    ld total = lower.infinity_mass;
+    for (const ld v : lower.mass) total += v;
+    if (!(static_cast<ld>(count) * (1 - total) > kStagedDeficit)) return false;
+  }
+  *t1 = std::llround(std::sqrt(count));
+  *k = static_cast<int64_t>(std::floor(std::sqrt(static_cast<double>(*t1)) / 2));
+  return *k >= 2;
+}
+
+// Two-stage composition, (6): returns the composed window on the coarse grid.
+Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upper_pmf,
+                               double h, bool target_is_eps, double target, double tolerance,
+                               int64_t t1, int64_t k, Eigen::FFT<double>* fft,
+                               int64_t* points) {
+  const int64_t total = static_cast<int64_t>(comps[0].count);
+  const int64_t m = total / t1, r = total - m * t1;
+  const Pmf& pmf = upper_pmf ? comps[0].upper : comps[0].lower;
+  StageOptions stage;
+  stage.lambda = ChooseTilt({Coarsen(pmf, h)}, {comps[0].count}, target_is_eps, target);
+  stage.bulk_only = true;
+  // Aliasing allowance: m factors with at most 2^22 window entries each lose at most
+  // m 2^22 tau of tilted mass; keep that at 1e-2 tolerance.
+  stage.required = std::max<ld>(1e-2L * tolerance / (static_cast<ld>(m) * 4194304.0L), 1e-300L);
+  std::vector<ComponentPmfs> second;
+  for (const int64_t count : {t1, r}) {
+    if (count == 0) continue;
+    std::vector<ComponentPmfs> first(1);
+    (upper_pmf ? first[0].upper : first[0].lower) = pmf;
+    first[0].count = static_cast<double>(count);
+    auto composed = Compose(first, upper_pmf, h, target_is_eps, target, tolerance, fft, &stage);
+    if (!composed.ok()) return Error{composed.error()};
+    *points = std::max(*points, composed->n);
+    ComponentPmfs c;
+    (upper_pmf ? c.upper : c.lower) = Rediscretize(*composed, upper_pmf, k);
+    c.count = count == t1 ? static_cast<double>(m) : 1.0;
+    second.push_back(std::move(c));
+  }
+  // The second stage keeps the tilt (the saddle point of the same composition).
+  stage.bulk_only = false;
+  return Compose(second, upper_pmf, static_cast<double>(k) * h, target_is_eps, target,
+                 tolerance, fft, &stage);
 }
 
 // Certified delta-curve of a composed PMF: untilted entry masses with every error bound
@@ -975,6 +1233,11 @@ ld DeltaAt(const DeltaCurve& c, ld eps) {
     // e^eps s2 = sum_{l_j > eps} w_j e^{eps - l_j} <= s1: computed as exp(eps + log s2),
     // because e^eps alone overflows a long double for eps > ~11356 (and 0 * inf is NaN).
     const ld x_s2 = c.s2[first] > 0 ? std::exp(eps + std::log(c.s2[first])) : 0;
+    // e^eps s2 <= s1, so both are finite unless the untilted weights themselves overflowed
+    // a long double: with a huge tilt (lambda ~ 1e4 for epsilon ~ 1e4, e.g. sigma = 0.005)
+    // the error allowance of an entry, entry_error e^{K - lambda l}, can exceed 1e4932.
+    // Then only the trivial bounds are certain: delta <= 1 and delta >= 0.
+    if (!std::isfinite(c.s1[first]) || !std::isfinite(x_s2)) return c.upper ? 1 : 0;
     sum = c.s1[first] - x_s2;
     // Rounding of the weights (kCurveUlps each) and of this difference: the error is
     // relative to the two terms, not to their (possibly much smaller) difference.
@@ -984,7 +1247,8 @@ ld DeltaAt(const DeltaCurve& c, ld eps) {
     } else {
       const ld first_loss = static_cast<ld>(c.start + first) * c.h;
       sum -= rounding;
-      sum -= c.tau * std::exp(c.log_scale - c.lambda * std::max(first_loss, eps));
+      // (tau = 0 is skipped: its factor may be +inf, and 0 * inf is NaN.)
+      if (c.tau > 0) sum -= c.tau * std::exp(c.log_scale - c.lambda * std::max(first_loss, eps));
       sum = std::max<ld>(sum, 0);
     }
   }
@@ -1169,6 +1433,9 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, d
     single.log_above_bound = -std::numeric_limits<ld>::infinity();
     single.infinity_mass = pmf.infinity_mass;
     composed = std::move(single);
+  } else if (int64_t t1 = 0, k = 0; PlanStages(comps, &t1, &k)) {
+    composed = ComposeStaged(comps, upper, h, target_is_eps, target, tolerance, t1, k, fft,
+                             points);
   } else {
     composed = Compose(comps, upper, h, target_is_eps, target, tolerance, fft);
   }
