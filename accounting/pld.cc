@@ -1088,25 +1088,35 @@ Pmf Rediscretize(const Composed& c, bool upper, int64_t k) {
 // When one component is composed in two stages: from kStagedSteps steps on (there the
 // single fine window costs more than the two small ones), and from kMinStagedSteps steps
 // where the optimistic PMF's P-mass deficit eta (the mass its tangent correction removes)
-// compounds to T eta > kStagedDeficit: the two stages keep the windows small enough for
+// compounds to T eta > kStagedDeficitPerTolerance * tolerance (deficit_rule: not for the coarse check of the add
+// direction, which has no lower bound): the two stages keep the windows small enough for
 // the refinement of CertifiedBounds to reach grids on which eta is small (e.g. sigma =
-// 0.5, q = 0.01, T = 1e5: lower bound 213.6 -> 221.77, upper 221.91). Below them one
-// FFT is cheap and the fine grid's accuracy is kept.
+// 0.5, q = 0.01, T = 1e5: lower bound 213.6 -> 221.77, upper 221.91). Below them one FFT
+// is cheap and the fine grid's accuracy is kept.
 constexpr double kStagedSteps = 262144;
 constexpr double kMinStagedSteps = 4096;
-constexpr ld kStagedDeficit = 1e-3L;
+// T eta is the relative shortfall of the optimistic delta; epsilon falls short by about
+// T eta / (lambda eps), and lambda eps (the saddle point times eps) is ~10 or more in
+// practice, so T eta <= 100 tolerance keeps the shortfall near the target gap of
+// CertifiedBounds (10 tolerance).
+constexpr ld kStagedDeficitPerTolerance = 100;
 
 // Plans a two-stage composition: T1 (steps on the fine grid) and k (grid factor), or
 // false where one stage is used (several components, or too few steps).
-bool PlanStages(const std::vector<ComponentPmfs>& comps, int64_t* t1, int64_t* k) {
+bool PlanStages(const std::vector<ComponentPmfs>& comps, bool deficit_rule, double tolerance,
+                int64_t* t1, int64_t* k) {
   if (comps.size() != 1) return false;
   const double count = comps[0].count;
   if (!(count >= kMinStagedSteps && count <= 9e15 && count == std::floor(count))) return false;
   if (count < kStagedSteps) {
+    if (!deficit_rule) return false;
     const Pmf& lower = comps[0].lower;
     ld total = lower.infinity_mass;
     for (const ld v : lower.mass) total += v;
-    if (!(static_cast<ld>(count) * (1 - total) > kStagedDeficit)) return false;
+    if (!(static_cast<ld>(count) * (1 - total) >
+          kStagedDeficitPerTolerance * static_cast<ld>(tolerance))) {
+      return false;
+    }
   }
   *t1 = std::llround(std::sqrt(count));
   *k = static_cast<int64_t>(std::floor(std::sqrt(static_cast<double>(*t1)) / 2));
@@ -1414,7 +1424,7 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
 // `points` is raised to the largest grid used (component or window).
 Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, double h,
                           bool target_is_eps, double target, double tolerance, ld hint,
-                          Eigen::FFT<double>* fft, int64_t* points) {
+                          Eigen::FFT<double>* fft, int64_t* points, bool deficit_rule = true) {
   // A single use of a single component needs no composition: its PMF is the answer
   // (untilted, exact up to the per-mass rounding that MakeCurve allows for). This avoids
   // the FFT's error allowances, which dominate for one step with a tiny epsilon.
@@ -1433,7 +1443,7 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, d
     single.log_above_bound = -std::numeric_limits<ld>::infinity();
     single.infinity_mass = pmf.infinity_mass;
     composed = std::move(single);
-  } else if (int64_t t1 = 0, k = 0; PlanStages(comps, &t1, &k)) {
+  } else if (int64_t t1 = 0, k = 0; PlanStages(comps, deficit_rule, tolerance, &t1, &k)) {
     composed = ComposeStaged(comps, upper, h, target_is_eps, target, tolerance, t1, k, fft,
                              points);
   } else {
@@ -1494,7 +1504,7 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
       auto add_upper =
           DirectionBound(**add, true, coarse->h, target_is_eps, target,
                          std::min(0.1, tol * kCoarseFactor * kCoarseFactor), 0, &fft,
-                         &out.points);
+                         &out.points, /*deficit_rule=*/false);
       if (!add_upper.ok()) return Error{add_upper.error()};
       add_needed = !(*add_upper <= out.upper);
     }
