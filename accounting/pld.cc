@@ -736,7 +736,8 @@ ld ChooseTilt(const std::vector<Coarse>& coarse, const std::vector<double>& coun
 struct StageOptions {
   ld lambda;
   bool bulk_only;
-  ld required;  // bulk_only: largest tilted mass allowed outside the window
+  ld required;           // bulk_only: largest tilted mass allowed outside the window
+  ld log_above_allowed;  // bulk_only: log of the largest untilted mass above it
 };
 
 // Composes the components (upper or lower PMFs) for a target: either delta at
@@ -813,16 +814,25 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     *need = static_cast<int64_t>(std::ceil(b / h)) - *start + 1;
   };
   // Coarse-cumulant estimate of the tilted mass outside the window (not a bound).
-  auto estimate = [&](ld w) {
+  // First stage: the untilted mass above the window goes to +inf in every one of the m
+  // factors (upper) or is dropped (lower), so it must also be small against delta.
+  const ld log_above_allowed = stage != nullptr && stage->bulk_only
+                                   ? stage->log_above_allowed
+                                   : std::numeric_limits<ld>::infinity();
+  // Whether the coarse-cumulant estimates (not bounds) of the tails outside the window
+  // miss the requirements.
+  auto misses = [&](ld w) {
     int64_t start, need;
     edges(w, &start, &need);
     const int64_t n = FftSize(need);
-    return std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact,
-                                  static_cast<ld>(start + n - 1) * h, +1, coarse, counts,
-                                  /*exact=*/false)) +
-           std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact,
-                                  static_cast<ld>(start) * h, -1, coarse, counts,
-                                  /*exact=*/false));
+    const ld hi_edge = static_cast<ld>(start + n - 1) * h;
+    const ld log_above = LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, hi_edge, +1,
+                                       coarse, counts, /*exact=*/false);
+    const ld below = std::exp(LogTiltedTail(comps, upper_pmf, h, lambda, k_exact,
+                                            static_cast<ld>(start) * h, -1, coarse, counts,
+                                            /*exact=*/false));
+    return std::exp(log_above) + below > 0.5L * required ||
+           k_exact - lambda * hi_edge + log_above > log_above_allowed - 1;
   };
   ld failed_width = 0;  // largest half-width whose estimate missed
   // Small steps first (near-Gaussian laws), then large ones (skewed laws of few
@@ -835,7 +845,7 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
       if (need > kMaxWindowPoints) return Error{GridLimitError(need, kMaxWindowPoints, h)};
     }
     if (!last) {
-      if (estimate(width) > 0.5L * required) {
+      if (misses(width)) {
         failed_width = std::max(failed_width, width);
         continue;
       }
@@ -845,7 +855,7 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
         ld lo = failed_width, hi = width;
         for (int it = 0; it < 5; ++it) {
           const ld mid = (lo + hi) / 2;
-          if (estimate(mid) > 0.5L * required) lo = mid; else hi = mid;
+          if (misses(mid)) lo = mid; else hi = mid;
         }
         width = hi;
       }
@@ -861,7 +871,10 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     const ld log_below = LogTiltedTail(comps, upper_pmf, h, lambda, k_exact, lo_edge, -1,
                                        coarse, counts, /*exact=*/true);
     const ld tau = std::exp(log_above) + std::exp(log_below);
-    if (tau > required && !last) continue;
+    if ((tau > required || k_exact - lambda * hi_edge + log_above > log_above_allowed) &&
+        !last) {
+      continue;
+    }
     // First stage, upper PMF: the untilted mass below the window will be composed further,
     // so it is bounded (Chernoff on the untilted law, exact MGFs: lambda = 0 below) and
     // kept, at the window's first entry (see (6)).
@@ -1020,7 +1033,10 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
 //     All masses of the T1-fold law that matter at the final tilt lambda are in the
 //     first-stage window: it is tilted at the lambda of the whole composition and covers
 //     all but `required` of the tilted mass, with required chosen so that the total
-//     aliasing allowance of all m factors, m n1 tau, is far below the tolerance.
+//     aliasing allowance of all m factors, m n1 tau, is far below the tolerance; and the
+//     untilted mass above it, which each of the m factors puts at +inf (upper) or drops
+//     (lower), is kept below 1e-4 tolerance delta / (m + 1) (delta estimated by its
+//     Chernoff bound for delta(eps) queries). These only affect tightness.
 // ---------------------------------------------------------------------------------
 
 // Floor of a / b for b > 0.
@@ -1137,6 +1153,16 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upp
   // Aliasing allowance: m factors with at most 2^22 window entries each lose at most
   // m 2^22 tau of tilted mass; keep that at 1e-2 tolerance.
   stage.required = std::max<ld>(1e-2L * tolerance / (static_cast<ld>(m) * 4194304.0L), 1e-300L);
+  // The untilted mass above a first-stage window is put at +inf (upper) or dropped
+  // (lower) in each of the m + 1 factors: keep the total at 1e-4 tolerance delta, with
+  // delta estimated by its Chernoff bound e^{K(lambda) - lambda eps} for delta(eps).
+  const ld log_delta =
+      target_is_eps
+          ? CoarseCumulants({Coarsen(pmf, h)}, {comps[0].count}, stage.lambda).k -
+                stage.lambda * static_cast<ld>(target)
+          : std::log(static_cast<ld>(target));
+  stage.log_above_allowed =
+      log_delta + std::log(1e-4L * tolerance) - std::log(static_cast<ld>(m) + 1);
   std::vector<ComponentPmfs> second;
   for (const int64_t count : {t1, r}) {
     if (count == 0) continue;
