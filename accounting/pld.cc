@@ -1139,7 +1139,8 @@ bool PlanStages(const std::vector<ComponentPmfs>& comps, bool deficit_rule, doub
   return *k >= 2;
 }
 
-// Two-stage composition, (6): returns the composed window on the coarse grid.
+// Two-stage composition, (6): returns the composed window on the coarse grid (or on the
+// fine one, composed in one stage, where the coarse grid would cost accuracy).
 Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upper_pmf,
                                double h, bool target_is_eps, double target, double tolerance,
                                int64_t t1, int64_t k, Eigen::FFT<double>* fft,
@@ -1147,9 +1148,28 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upp
   const int64_t total = static_cast<int64_t>(comps[0].count);
   const int64_t m = total / t1, r = total - m * t1;
   const Pmf& pmf = upper_pmf ? comps[0].upper : comps[0].lower;
+  const std::vector<Coarse> coarse = {Coarsen(pmf, h)};
   StageOptions stage;
-  stage.lambda = ChooseTilt({Coarsen(pmf, h)}, {comps[0].count}, target_is_eps, target);
+  stage.lambda = ChooseTilt(coarse, {comps[0].count}, target_is_eps, target);
   stage.bulk_only = true;
+  // Grid factor for the tolerance: the second stage adds loss variance <= m (k h)^2 / 4
+  // (connect-the-dots, (6)), which near the saddle point lambda raises log delta by about
+  // lambda^2 m (k h)^2 / 8 and so eps by lambda m (k h)^2 / 8. Keep that at a quarter of
+  // the tolerance: (k h)^2 <= 2 tolerance eps / (lambda m), eps from the target or its
+  // Chernoff estimate. (Heavily tilted laws, e.g. eps = 0.0025 at sigma = 20, q = 1e-4,
+  // T = 1e6, delta = 1e-3, lambda ~ 750, then stay in one stage.)
+  {
+    const Cumulants kc = CoarseCumulants(coarse, {comps[0].count}, stage.lambda);
+    const ld eps = target_is_eps ? static_cast<ld>(target)
+                                 : (kc.k - std::log(static_cast<ld>(target))) / stage.lambda;
+    if (stage.lambda > 0) {
+      const ld k_tol =
+          std::sqrt(std::max<ld>(2 * static_cast<ld>(tolerance) * eps, 0) /
+                    (stage.lambda * static_cast<ld>(m))) / h;
+      if (k_tol < static_cast<ld>(k)) k = static_cast<int64_t>(std::floor(k_tol));
+    }
+    if (k < 2) return Compose(comps, upper_pmf, h, target_is_eps, target, tolerance, fft);
+  }
   // Aliasing allowance: m factors with at most 2^22 window entries each lose at most
   // m 2^22 tau of tilted mass; keep that at 1e-2 tolerance.
   stage.required = std::max<ld>(1e-2L * tolerance / (static_cast<ld>(m) * 4194304.0L), 1e-300L);
@@ -1158,7 +1178,7 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upp
   // delta estimated by its Chernoff bound e^{K(lambda) - lambda eps} for delta(eps).
   const ld log_delta =
       target_is_eps
-          ? CoarseCumulants({Coarsen(pmf, h)}, {comps[0].count}, stage.lambda).k -
+          ? CoarseCumulants(coarse, {comps[0].count}, stage.lambda).k -
                 stage.lambda * static_cast<ld>(target)
           : std::log(static_cast<ld>(target));
   stage.log_above_allowed =
