@@ -1148,7 +1148,12 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, bool upp
   const int64_t total = static_cast<int64_t>(comps[0].count);
   const int64_t m = total / t1, r = total - m * t1;
   const Pmf& pmf = upper_pmf ? comps[0].upper : comps[0].lower;
-  const std::vector<Coarse> coarse = {Coarsen(pmf, h)};
+  // The tilt and the eps estimate come from the pessimistic PMF for both bounds: the
+  // optimistic one's mass deficit (compounded over T steps) can distort its Chernoff
+  // estimates badly (sigma = 0.5, q = 0.01, T = 1e6: lambda 0.0008, "eps" -2e5), and any
+  // tilt gives certified results.
+  const Pmf& pessimistic = comps[0].upper.mass.empty() ? pmf : comps[0].upper;
+  const std::vector<Coarse> coarse = {Coarsen(pessimistic, h)};
   StageOptions stage;
   stage.lambda = ChooseTilt(coarse, {comps[0].count}, target_is_eps, target);
   stage.bulk_only = true;
