@@ -85,6 +85,10 @@
 //     exact value. A direction whose certified upper bound on a coarser grid is already
 //     <= the other's certified upper bound cannot change the maximum and is skipped. Any
 //     two certified results (different grids) may be combined as [max lower, min upper].
+//
+// (6) Two-stage composition of one component used T times (T1 ~ sqrt(T) steps on the
+//     fine grid, re-discretised onto a coarser grid, then powered): see the comment
+//     above FloorDiv, next to the code.
 // ---------------------------------------------------------------------------------
 
 namespace dpkit::accounting {
@@ -1004,12 +1008,14 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
 //     Accuracy: re-discretising adds per-step loss variance of order H^2 (connect-the-dots
 //     moves mass at l in (a, b] to a and b, adding (l - a)(b - l) <= H^2/4), m times, i.e.
 //     m H^2 ~ T h^2 / 4 in all: about a quarter of what the fine grid's T per-step
-//     discretisations add. The optimistic side gains as well: its per-step tangent
-//     correction (3) is first order in h where the per-step loss is concentrated within
-//     one cell (small q, e.g. q = 1e-4: almost all P-mass lies in (log(1 - q), 0]), and
-//     compounded over T steps it would remove a fraction ~ T h of the mass; here it is
-//     compounded over T1 steps only, and the T1-fold law is smooth on the H grid, where
-//     the correction is second order.
+//     discretisations add (k is lowered further where the tolerance asks for it, see
+//     ComposeStaged). The optimistic side: its per-step tangent correction (3) is first
+//     order in h where the per-step loss is concentrated within one cell (small q, e.g.
+//     q = 1e-4: almost all P-mass lies in (log(1 - q), 0]); that mass deficit eta still
+//     compounds over all T steps (m factors of T1 steps), but the small windows let the
+//     grid refinement of CertifiedBounds reach spacings where T eta is small, which the
+//     single 2^20-point-limited window did not. On the T1-fold law, smooth on the H grid,
+//     the second stage's own correction is second order.
 //
 //     Certification. Upper: the fine window entries plus entry_error are >= the exact
 //     circular convolution, which is the linear one (a dominating PLD, by (1)) restricted
