@@ -2,7 +2,8 @@
 // 60 epochs), 1e5 and 1e6 steps, and noise calibration.
 //
 // gate/...: fixed work for the CI gate (callgrind instruction count), kept small so that
-// callgrind finishes in a few seconds: T = 1e3, and T = 1e4, 1e5, 1e6 (gate/pld_epsilon_steps).
+// callgrind finishes in a few seconds: T = 1e3, and T = 1e4, 1e5, 1e6 (gate/pld_epsilon_steps),
+// and the T = 1e6 benchmark row at the default tolerance (gate/pld_epsilon_million).
 #include <cstdint>
 
 #include "accounting/calibrate.h"
@@ -66,6 +67,17 @@ BENCHMARK(GatePldEpsilonSteps)
     ->Arg(100000)
     ->Arg(1000000)
     ->Iterations(1);
+
+// The T = 1e6 row of BM_PldEpsilon itself (q = 0.001, sigma = 1.5, delta = 1e-5, default
+// tolerance 1e-4): since the two-stage composition it runs in a few seconds under callgrind.
+void GatePldEpsilonMillionSteps(benchmark::State& state) {
+  const Event event = *DpSgdEvent(0.001, 1.5, 1000000);
+  for (auto _ : state) {
+    auto bounds = PldEpsilon(event, 1e-5);
+    benchmark::DoNotOptimize(bounds);
+  }
+}
+BENCHMARK(GatePldEpsilonMillionSteps)->Name("gate/pld_epsilon_million")->Iterations(1);
 
 void GateCalibrate(benchmark::State& state) {
   for (auto _ : state) {
