@@ -197,13 +197,12 @@ absl::Status Train(Task task, const TrainOptions& o) {
         absl::StrCat("--batch_size must be <= the number of training examples (", n, "), got ",
                      batch_size));
   }
-  const double q = static_cast<double>(batch_size) / n;
-  // Poisson: n/B steps per epoch in expectation; shuffled: floor(n/B) full batches.
-  const int64_t steps_per_epoch =
-      shuffled ? n / batch_size
-               : static_cast<int64_t>(std::ceil(static_cast<double>(n) / batch_size));
-  int64_t total_steps = shuffled ? static_cast<int64_t>(std::ceil(epochs * steps_per_epoch))
-                                 : static_cast<int64_t>(std::ceil(epochs * n / batch_size));
+  absl::StatusOr<optim::StepRecordSampler> records =
+      optim::StepRecordSampler::Create(n, batch_size, microbatch_size, shuffled);
+  if (!records.ok()) return records.status();
+  const double q = records->sampling_rate();
+  const int64_t steps_per_epoch = records->steps_per_epoch();
+  int64_t total_steps = records->TotalSteps(epochs);
   if (o.max_steps) total_steps = std::min(total_steps, *o.max_steps);
 
   double sigma = 0;
@@ -345,37 +344,15 @@ absl::Status Train(Task task, const TrainOptions& o) {
   double loss_sum = 0;
   int64_t seen = 0, correct = 0;
   auto epoch_start = std::chrono::steady_clock::now();
-  absl::StatusOr<optim::ShuffledFixedSizeBatches> shuffler =
-      optim::ShuffledFixedSizeBatches::Create(n, batch_size);
-  if (!shuffler.ok()) return shuffler.status();
-  std::vector<std::vector<int64_t>> epoch_batches;
-  const int64_t num_microbatches = optim::NumMicrobatches(static_cast<double>(batch_size),
-                                                          microbatch_size);
   for (int64_t step = start_step; step < total_steps; ++step) {
-    std::vector<int64_t> batch;
-    if (shuffled) {
-      // A fresh secure permutation at each epoch start (and after a resume).
-      if (epoch_batches.empty() || step % steps_per_epoch == 0) {
-        epoch_batches = shuffler->NextEpoch(**sample_rng);
-      }
-      batch = epoch_batches[step % steps_per_epoch];
-    } else {
-      absl::StatusOr<std::vector<int64_t>> sample = optim::PoissonSample(**sample_rng, n, q);
-      if (!sample.ok()) return sample.status();
-      batch = *std::move(sample);
-    }
-    // Records: single examples, or microbatches by a keyed hash of the example index (so
-    // that adding an example changes only its own microbatch, optim/clipping.h).
-    optim::MicrobatchedBatch grouped;
-    if (microbatch_size > 1) {
-      grouped = optim::AssignMicrobatches(batch, num_microbatches, (*sample_rng)->NextUint64());
-    } else {
-      grouped.examples = batch;
-      grouped.microbatch_sizes.assign(batch.size(), 1);
-    }
-    torch::Tensor index = torch::tensor(grouped.examples, torch::kLong);
+    // Records: a Poisson sample (or the shuffled loader's next batch, a fresh secure
+    // permutation at each epoch start and after a resume), as single examples or as
+    // microbatches by a keyed hash of the example index (optim/poisson_sampler.h).
+    absl::StatusOr<optim::MicrobatchedBatch> grouped = records->Next(step, **sample_rng);
+    if (!grouped.ok()) return grouped.status();
+    torch::Tensor index = torch::tensor(grouped->examples, torch::kLong);
     for (const optim::PhysicalBatchRange& range :
-         optim::PhysicalBatchRanges(grouped.microbatch_sizes, physical)) {
+         optim::PhysicalBatchRanges(grouped->microbatch_sizes, physical)) {
       torch::Tensor part = index.narrow(0, range.first_example, range.num_examples);
       torch::Tensor x = train_x.index_select(0, part).to(device);
       torch::Tensor y = data->train_y.index_select(0, part).to(device);
@@ -385,7 +362,7 @@ absl::Status Train(Task task, const TrainOptions& o) {
       losses.sum().backward();
       absl::Span<const int64_t> sizes;
       if (microbatch_size > 1) {
-        sizes = absl::MakeConstSpan(grouped.microbatch_sizes)
+        sizes = absl::MakeConstSpan(grouped->microbatch_sizes)
                     .subspan(range.first_microbatch, range.num_microbatches);
       }
       absl::StatusOr<int64_t> done = (*dp)->AccumulatePhysicalBatch(sizes);

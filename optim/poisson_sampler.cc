@@ -74,6 +74,52 @@ int64_t NumMicrobatches(double expected_batch_size, int64_t microbatch_size) {
   return std::max<int64_t>(1, std::llround(expected_batch_size / microbatch_size));
 }
 
+absl::StatusOr<StepRecordSampler> StepRecordSampler::Create(int64_t population,
+                                                            int64_t expected_batch_size,
+                                                            int64_t microbatch_size,
+                                                            bool shuffled) {
+  if (microbatch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatch_size must be >= 1, got ", microbatch_size));
+  }
+  absl::StatusOr<ShuffledFixedSizeBatches> shuffler =
+      ShuffledFixedSizeBatches::Create(population, expected_batch_size);
+  if (!shuffler.ok()) return shuffler.status();
+  const double n = static_cast<double>(population);
+  const double b = static_cast<double>(expected_batch_size);
+  const int64_t steps_per_epoch = shuffled ? shuffler->batches_per_epoch()
+                                           : static_cast<int64_t>(std::ceil(n / b));
+  return StepRecordSampler(population, b, steps_per_epoch, microbatch_size,
+                           NumMicrobatches(b, microbatch_size), *shuffler, shuffled);
+}
+
+int64_t StepRecordSampler::TotalSteps(double epochs) const {
+  if (shuffled_) return static_cast<int64_t>(std::ceil(epochs * static_cast<double>(steps_per_epoch_)));
+  return static_cast<int64_t>(
+      std::ceil(epochs * static_cast<double>(population_) / expected_batch_size_));
+}
+
+absl::StatusOr<MicrobatchedBatch> StepRecordSampler::Next(int64_t step,
+                                                          mechanisms::RandomGenerator& rng) {
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step must be >= 0, got ", step));
+  std::vector<int64_t> batch;
+  if (shuffled_) {
+    if (epoch_batches_.empty() || step % steps_per_epoch_ == 0) {
+      epoch_batches_ = shuffler_.NextEpoch(rng);
+    }
+    batch = epoch_batches_[static_cast<size_t>(step % steps_per_epoch_)];
+  } else {
+    absl::StatusOr<std::vector<int64_t>> sample = PoissonSample(rng, population_, sampling_rate_);
+    if (!sample.ok()) return sample.status();
+    batch = *std::move(sample);
+  }
+  if (microbatch_size_ > 1) return AssignMicrobatches(batch, num_microbatches_, rng.NextUint64());
+  MicrobatchedBatch records;
+  records.microbatch_sizes.assign(batch.size(), 1);
+  records.examples = std::move(batch);
+  return records;
+}
+
 namespace {
 // SplitMix64's output function (Steele, Lea, Flood 2014): a bijection on 64-bit words
 // whose outputs for nearby inputs look independent.

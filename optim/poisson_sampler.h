@@ -72,6 +72,45 @@ struct MicrobatchedBatch {
 MicrobatchedBatch AssignMicrobatches(const std::vector<int64_t>& batch, int64_t num_microbatches,
                                      uint64_t key);
 
+// Each training step's records, as the trainers draw them: a Poisson sample of rate
+// q = B/n (or, when `shuffled`, the next batch of a uniformly random permutation drawn at
+// each epoch start and on the first call, e.g. after a resume: not covered by the Poisson
+// accounting), grouped by AssignMicrobatches with a fresh per-step key when
+// microbatch_size > 1 (otherwise each example is its own record). Every draw comes from
+// the generator passed to Next (trainers pass the secure one).
+class StepRecordSampler {
+ public:
+  // population >= 1, 1 <= expected_batch_size <= population, microbatch_size >= 1.
+  static absl::StatusOr<StepRecordSampler> Create(int64_t population,
+                                                  int64_t expected_batch_size,
+                                                  int64_t microbatch_size, bool shuffled);
+  // The records of step `step` (0-based over the whole run; the shuffled loader starts a
+  // new permutation where step is a multiple of steps_per_epoch()).
+  absl::StatusOr<MicrobatchedBatch> Next(int64_t step, mechanisms::RandomGenerator& rng);
+  // Poisson: ceil(n / B) steps per epoch (n / B in expectation); shuffled: floor(n / B).
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  // Steps for `epochs` (>= 0) passes: Poisson ceil(epochs n / B); shuffled
+  // ceil(epochs floor(n / B)).
+  int64_t TotalSteps(double epochs) const;
+  double sampling_rate() const { return sampling_rate_; }
+  int64_t num_microbatches() const { return num_microbatches_; }
+
+ private:
+  StepRecordSampler(int64_t population, double expected_batch_size, int64_t steps_per_epoch,
+                    int64_t microbatch_size, int64_t num_microbatches,
+                    ShuffledFixedSizeBatches shuffler, bool shuffled)
+      : population_(population), expected_batch_size_(expected_batch_size),
+        sampling_rate_(expected_batch_size / static_cast<double>(population)),
+        steps_per_epoch_(steps_per_epoch), microbatch_size_(microbatch_size),
+        num_microbatches_(num_microbatches), shuffler_(shuffler), shuffled_(shuffled) {}
+  int64_t population_;
+  double expected_batch_size_, sampling_rate_;
+  int64_t steps_per_epoch_, microbatch_size_, num_microbatches_;
+  ShuffledFixedSizeBatches shuffler_;
+  bool shuffled_;
+  std::vector<std::vector<int64_t>> epoch_batches_;  // shuffled: the current epoch's
+};
+
 // Consecutive ranges of microbatches whose total size is <= physical_batch_size, except a
 // single microbatch larger than that, which gets a range of its own.
 struct PhysicalBatchRange {

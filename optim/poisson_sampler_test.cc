@@ -159,6 +159,85 @@ TEST(PoissonSamplerTest, AddingAnExampleChangesOnlyItsOwnMicrobatch) {
   }
 }
 
+TEST(StepRecordSamplerTest, PoissonStepsAndRateFollowTheExpectedBatchSize) {
+  // n = 1000, B = 64: q = 0.064, ceil(1000 / 64) = 16 steps per epoch, and 2.5 epochs are
+  // ceil(2.5 * 1000 / 64) = ceil(39.0625) = 40 steps.
+  auto records = StepRecordSampler::Create(1000, 64, 1, /*shuffled=*/false);
+  ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_DOUBLE_EQ(records->sampling_rate(), 0.064);
+  EXPECT_EQ(records->steps_per_epoch(), 16);
+  EXPECT_EQ(records->TotalSteps(2.5), 40);
+  // Single-example records: every example of the sorted Poisson sample is its own record.
+  mechanisms::SeededRandomGeneratorForTesting rng(7);
+  int64_t total = 0;
+  for (int step = 0; step < 200; ++step) {
+    auto batch = records->Next(step, rng);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_TRUE(std::is_sorted(batch->examples.begin(), batch->examples.end()));
+    ASSERT_EQ(batch->microbatch_sizes, std::vector<int64_t>(batch->examples.size(), 1));
+    total += static_cast<int64_t>(batch->examples.size());
+  }
+  // Mean batch size 64 over 200 steps: total ~ Bin(200000, 0.064), sd 109.5; 6 sd band.
+  EXPECT_NEAR(static_cast<double>(total), 12800.0, 6 * 109.5);
+}
+
+TEST(StepRecordSamplerTest, MicrobatchesUseTheFixedSlotCount) {
+  // B = 64, k = 4: M = 16 slots; the records partition the step's examples.
+  auto records = StepRecordSampler::Create(1000, 64, 4, /*shuffled=*/false);
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(records->num_microbatches(), 16);
+  mechanisms::SeededRandomGeneratorForTesting rng(8);
+  for (int step = 0; step < 50; ++step) {
+    auto batch = records->Next(step, rng);
+    ASSERT_TRUE(batch.ok());
+    ASSERT_LE(batch->microbatch_sizes.size(), 16u);
+    int64_t sum = 0;
+    for (int64_t size : batch->microbatch_sizes) {
+      ASSERT_GT(size, 0);
+      sum += size;
+    }
+    ASSERT_EQ(sum, static_cast<int64_t>(batch->examples.size()));
+    ASSERT_EQ(std::set<int64_t>(batch->examples.begin(), batch->examples.end()).size(),
+              batch->examples.size());
+  }
+}
+
+TEST(StepRecordSamplerTest, ShuffledEpochsCoverEachExampleOnceAndRestartAfterAResume) {
+  // n = 10, B = 3: floor(10 / 3) = 3 full batches per epoch, one example sits out.
+  auto records = StepRecordSampler::Create(10, 3, 1, /*shuffled=*/true);
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(records->steps_per_epoch(), 3);
+  EXPECT_EQ(records->TotalSteps(2.0), 6);
+  mechanisms::SeededRandomGeneratorForTesting rng(9);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    std::set<int64_t> seen;
+    for (int i = 0; i < 3; ++i) {
+      auto batch = records->Next(epoch * 3 + i, rng);
+      ASSERT_TRUE(batch.ok());
+      ASSERT_EQ(batch->examples.size(), 3u);
+      seen.insert(batch->examples.begin(), batch->examples.end());
+    }
+    EXPECT_EQ(seen.size(), 9u);  // disjoint batches within an epoch
+  }
+  // A resumed run starts mid-epoch (step 4 of epoch 1): its first call draws a permutation.
+  auto resumed = StepRecordSampler::Create(10, 3, 1, /*shuffled=*/true);
+  ASSERT_TRUE(resumed.ok());
+  auto batch = resumed->Next(4, rng);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->examples.size(), 3u);
+}
+
+TEST(StepRecordSamplerTest, RejectsBadArguments) {
+  EXPECT_FALSE(StepRecordSampler::Create(10, 11, 1, false).ok());
+  EXPECT_FALSE(StepRecordSampler::Create(10, 0, 1, false).ok());
+  EXPECT_FALSE(StepRecordSampler::Create(0, 1, 1, true).ok());
+  EXPECT_FALSE(StepRecordSampler::Create(10, 3, 0, false).ok());
+  auto records = StepRecordSampler::Create(10, 3, 1, false);
+  ASSERT_TRUE(records.ok());
+  mechanisms::SeededRandomGeneratorForTesting rng(1);
+  EXPECT_FALSE(records->Next(-1, rng).ok());
+}
+
 TEST(PoissonSamplerTest, PhysicalBatchesNeverSplitAMicrobatch) {
   std::vector<int64_t> sizes = {3, 2, 4, 9, 1, 1};
   auto ranges = PhysicalBatchRanges(sizes, 5);
