@@ -111,34 +111,46 @@ void NonPrivateCnnSteps(benchmark::State& state) {
   }
 }
 
+// DP-SGD (learning rate 0.25, secure noise, flat clipping) over `model` at expected batch
+// 256; null, with the benchmark marked as skipped, if it cannot be created.
+std::unique_ptr<dpkit::optim::DpOptimizer> MakeDpSgd(benchmark::State& state,
+                                                     torch::nn::Module& model,
+                                                     double noise_multiplier, double clip_norm,
+                                                     double sampling_rate) {
+  auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
+  if (!noise.ok()) {
+    state.SkipWithError("no secure generator");
+    return nullptr;
+  }
+  dpkit::optim::DpOptimizerOptions options;
+  options.noise_multiplier = noise_multiplier;
+  options.clip_norm = clip_norm;
+  options.sampling_rate = sampling_rate;
+  options.expected_batch_size = 256;
+  auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model.parameters(), 0.25);
+  auto dp = dpkit::optim::DpOptimizer::Create(model, *std::move(sgd), options, *std::move(noise));
+  if (!dp.ok()) {
+    state.SkipWithError("DpOptimizer::Create failed");
+    return nullptr;
+  }
+  return *std::move(dp);
+}
+
 void DpSgdCnnSteps(benchmark::State& state) {
   SetThreads(state);
   torch::manual_seed(0);
   const int64_t batch = state.range(0);
   dpkit::models::MnistCnn model;
-  auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
-  if (!noise.ok()) {
-    state.SkipWithError("no secure generator");
-    return;
-  }
-  dpkit::optim::DpOptimizerOptions options;
-  options.noise_multiplier = 1.3;
-  options.clip_norm = 1.5;
-  options.sampling_rate = 256.0 / 60000;
-  options.expected_batch_size = 256;
-  auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model->parameters(), 0.25);
-  auto dp = dpkit::optim::DpOptimizer::Create(*model, *std::move(sgd), options, *std::move(noise));
-  if (!dp.ok()) {
-    state.SkipWithError("DpOptimizer::Create failed");
-    return;
-  }
+  std::unique_ptr<dpkit::optim::DpOptimizer> dp =
+      MakeDpSgd(state, *model, 1.3, 1.5, 256.0 / 60000);
+  if (dp == nullptr) return;
   torch::Tensor x = torch::rand({batch, 1, 28, 28});
   torch::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
   for (auto _ : state) {
     torch::Tensor loss = F::cross_entropy(model->forward(x), y,
                                           F::CrossEntropyFuncOptions().reduction(torch::kSum));
     loss.backward();
-    if (!(*dp)->AccumulatePhysicalBatch().ok() || !(*dp)->Step().ok()) {
+    if (!dp->AccumulatePhysicalBatch().ok() || !dp->Step().ok()) {
       state.SkipWithError("DP step failed");
       return;
     }
@@ -225,21 +237,12 @@ void BM_DpSgdStepPhases(benchmark::State& state) {
   torch::manual_seed(0);
   const int64_t batch = state.range(0);
   dpkit::models::MnistCnn model;
-  auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
-  if (!noise.ok()) {
-    state.SkipWithError("no secure generator");
-    return;
-  }
-  dpkit::optim::DpOptimizerOptions options;
-  options.noise_multiplier = 1.3;
-  options.clip_norm = 1.5;
-  options.sampling_rate = 256.0 / 60000;
-  options.expected_batch_size = 256;
-  auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model->parameters(), 0.25);
-  auto dp = dpkit::optim::DpOptimizer::Create(*model, *std::move(sgd), options, *std::move(noise));
+  std::unique_ptr<dpkit::optim::DpOptimizer> dp =
+      MakeDpSgd(state, *model, 1.3, 1.5, 256.0 / 60000);
+  if (dp == nullptr) return;
   std::vector<dpkit::optim::NamedPerExampleLayer> layers;
-  if (!dp.ok() || !dpkit::optim::ValidateForPerExampleGradients(*model, &layers).ok()) {
-    state.SkipWithError("DpOptimizer::Create failed");
+  if (!dpkit::optim::ValidateForPerExampleGradients(*model, &layers).ok()) {
+    state.SkipWithError("ValidateForPerExampleGradients failed");
     return;
   }
   torch::Tensor x = torch::rand({batch, 1, 28, 28});
@@ -273,12 +276,12 @@ void BM_DpSgdStepPhases(benchmark::State& state) {
       }
     }
     timer.Start();
-    if (!(*dp)->AccumulatePhysicalBatch().ok()) {
+    if (!dp->AccumulatePhysicalBatch().ok()) {
       state.SkipWithError("DP step failed");
       return;
     }
     timer.Lap(&accumulate);
-    if (!(*dp)->Step().ok()) {
+    if (!dp->Step().ok()) {
       state.SkipWithError("DP step failed");
       return;
     }
@@ -384,30 +387,16 @@ void BM_DpSgdEmbeddingStep(benchmark::State& state) {
     torch::manual_seed(0);
     const int64_t batch = state.range(0);
     auto model = std::make_shared<DpEmbeddingNet>();
-    auto noise = dpkit::mechanisms::SecureRandomGenerator::Create();
-    if (!noise.ok()) {
-      state.SkipWithError("no secure generator");
-      return;
-    }
-    dpkit::optim::DpOptimizerOptions options;
-    options.noise_multiplier = 1.0;
-    options.clip_norm = 1.0;
-    options.sampling_rate = 256.0 / 25000;
-    options.expected_batch_size = 256;
-    auto sgd = dpkit::optim::MakeTorchOptimizer("sgd", model->parameters(), 0.25);
-    auto dp =
-        dpkit::optim::DpOptimizer::Create(*model, *std::move(sgd), options, *std::move(noise));
-    if (!dp.ok()) {
-      state.SkipWithError("DpOptimizer::Create failed");
-      return;
-    }
+    std::unique_ptr<dpkit::optim::DpOptimizer> dp =
+        MakeDpSgd(state, *model, 1.0, 1.0, 256.0 / 25000);
+    if (dp == nullptr) return;
     torch::Tensor tokens = torch::randint(0, kVocabulary, {batch, kTokens}, torch::kLong);
     torch::Tensor y = torch::randint(0, 2, {batch}, torch::kLong);
     for (auto _ : state) {
       torch::Tensor loss = F::cross_entropy(model->forward(tokens), y,
                                             F::CrossEntropyFuncOptions().reduction(torch::kSum));
       loss.backward();
-      if (!(*dp)->AccumulatePhysicalBatch().ok() || !(*dp)->Step().ok()) {
+      if (!dp->AccumulatePhysicalBatch().ok() || !dp->Step().ok()) {
         state.SkipWithError("DP step failed");
         return;
       }
