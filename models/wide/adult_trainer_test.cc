@@ -32,6 +32,14 @@ TrainOptions AdultOptions(const std::string& run, const std::string& split) {
   return o;
 }
 
+// Runs `dpkit train adult` with its progress output swallowed.
+absl::Status RunAdultQuietly(const TrainOptions& o) {
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("adult")->run(o);
+  testing::internal::GetCapturedStdout();
+  return status;
+}
+
 TEST(AdultTrainerTest, LearnsAndWritesAnAccountedLedgerWithJsonLines) {
   const TrainerInfo* trainer = FindTrainer("adult");
   ASSERT_NE(trainer, nullptr);
@@ -73,9 +81,7 @@ TEST(AdultTrainerTest, LearnsAndWritesAnAccountedLedgerWithJsonLines) {
 TEST(AdultTrainerTest, DefaultSplitIsTheLastOfTenFoldsOfA9aAsBuEtAl) {
   TrainOptions o = AdultOptions("adult_kfold", "kfold");
   o.max_steps = 2;
-  testing::internal::CaptureStdout();
-  const absl::Status status = FindTrainer("adult")->run(o);
-  testing::internal::GetCapturedStdout();
+  const absl::Status status = RunAdultQuietly(o);
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 1u);
@@ -119,9 +125,7 @@ TEST(AdultTrainerTest, TargetEpsilonCalibratesSigmaFromTheAccountant) {
   o.batch_size = 60;
   o.epochs = 2;
   o.target_epsilon = 1.5;
-  testing::internal::CaptureStdout();
-  const absl::Status status = FindTrainer("adult")->run(o);
-  testing::internal::GetCapturedStdout();
+  const absl::Status status = RunAdultQuietly(o);
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 2u);
@@ -147,9 +151,7 @@ TEST(AdultTrainerTest, MicrobatchesRecordSensitivityTwoCAtTheSameEpsilon) {
   o.extra_flags["microbatch_size"] = "4";
   o.extra_flags["physical_batch_size"] = "10";  // slices of whole microbatches
   o.given_flags.insert("physical_batch_size");
-  testing::internal::CaptureStdout();
-  const absl::Status status = FindTrainer("adult")->run(o);
-  testing::internal::GetCapturedStdout();
+  const absl::Status status = RunAdultQuietly(o);
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 1u);
@@ -171,9 +173,7 @@ TEST(AdultTrainerTest, PerLayerAndJointClippingKeepTheCollapsedNoiseMultiplier) 
       o.extra_flags["clipping_groups"] = "hidden;output";
       o.extra_flags["clipping_scales"] = "1,0.5";
     }
-    testing::internal::CaptureStdout();
-    const absl::Status status = FindTrainer("adult")->run(o);
-    testing::internal::GetCapturedStdout();
+    const absl::Status status = RunAdultQuietly(o);
     ASSERT_TRUE(status.ok()) << mode << ": " << status;
     const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
     ASSERT_EQ(metrics.size(), 1u) << mode;
@@ -213,9 +213,7 @@ TEST(AdultTrainerTest, ShuffledBatchesWriteNoLedgerAndReportNoEpsilon) {
   o.batch_size = 160;  // floor(600 / 160) = 3 full batches per epoch
   o.epochs = 2;
   o.extra_flags["sampler"] = "shuffled";
-  testing::internal::CaptureStdout();
-  const absl::Status status = FindTrainer("adult")->run(o);
-  testing::internal::GetCapturedStdout();
+  const absl::Status status = RunAdultQuietly(o);
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 2u);
@@ -251,9 +249,7 @@ TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
     o.batch_size = 60;
     o.max_steps = 1;
     for (const auto& [name, value] : flags) o.extra_flags[name] = value;
-    testing::internal::CaptureStdout();
-    const absl::Status status = FindTrainer("adult")->run(o);
-    testing::internal::GetCapturedStdout();
+    const absl::Status status = RunAdultQuietly(o);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << message << ": " << status;
     EXPECT_NE(status.message().find(message), std::string::npos) << status;
     EXPECT_EQ(status.message().find('\n'), std::string::npos) << status;
