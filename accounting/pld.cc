@@ -43,17 +43,54 @@
 //     moved to +inf. Per cell (a,b] with P-mass A and Q-mass B:
 //        mass moved to b: W = (e^{-a} A - B) / (e^{-a} - e^{-b}),  to a: A - W.
 //
-// (3) Optimistic component: a convex piecewise-linear function g with kinks only at
-//     grid points and g <= delta everywhere is the delta-curve of a (dominated) PLD on
-//     the grid. We take g_i = delta_i - m_i where m_i >= the largest excess of the chord
+// (3) Optimistic component. What makes a lower bound: for a measure p on grid losses with
+//     total P-mass <= 1 (Q-mass unconstrained) whose delta-curve
+//     g(x) = sum_j p_j (1 - x e^{-l_j})_+ is <= delta(x) for every x >= 0, the composition
+//     with ANY pair R satisfies E_p[delta_R(x e^{-l})] <= E_P[delta_R(x e^{-L})]: delta_R is
+//     convex, non-increasing and bounded, so delta_R(y) = c + int t (1 - y/t)_+ dnu(t)
+//     with c = delta_R(inf) >= 0, nu >= 0, and both sides are c (P-mass) plus an integral of
+//     t g(x/t) <= t delta(x/t). Dropping mass or moving P-mass to a lower loss only lowers g.
+//     Three constructions are used, all from the cell moments:
+//  (3a) Tangent-corrected: g_i = delta_i - m_i where m_i >= the largest excess of the chord
 //     of delta over delta on the two cells adjacent to x_i. On a cell, delta is above both
 //     end tangents; the chord minus the larger tangent is maximal where the tangents
 //     meet, giving the excess bound E = c d / (c + d), c = A - x_a B, d = x_b B - A.
 //     Kinks where g is not convex are removed (the chord over a concave kink lies
 //     below g), and the top of g is replaced by max(g, 0) with the last kink moved down
-//     to a grid point (moving P-mass to a lower loss is dominated).
-//     The optimistic PLD differs from the pessimistic one only at second order in h,
-//     so both bounds approach the exact value as h^2 (T h^2 for T compositions).
+//     to a grid point (moving P-mass to a lower loss is dominated). Its error is second
+//     order in h per cell, but it lowers g at the bottom as well, i.e. it loses P-mass
+//     eta per step, which compounds to T eta; where a step's mass sits in a few cells
+//     (sigma 0.5, q 1e-3: a bulk about q wide) that is first order and ruinous.
+//  (3b) Mass-preserving chain. Each cell (x_i, x_{i+1}] is first merged into one atom: its
+//     P- and Q-mass at the ratio point xs = A/B (a post-processing, so dominated); with
+//     only [c_lo, c_up], [d_lo, d_up] known, the atom at xs' = x_i + a_i,
+//     a_i = dx_i c_lo / (c_lo + d_up) <= xs - x_i, with Q-mass B' = (c_lo + d_lo)/dx_i <= B
+//     has (A' - x B')_+ <= (A - x B)_+ for all x (A' <= A and xs' <= xs). Let delta_a be
+//     the curve of these atoms (convex, one kink per cell, slope S_i left of atom i).
+//     The chain sends Q-mass e_i of atom i to x_i and r_i = B'_i - e_i (or less) to x_{i+1}:
+//     the grid measure q_i = r_{i-1} + e_i, whose curve g has slope S_i + e_i on cell i and
+//     agrees with delta_a left of x_0 (so the P- and Q-mass are those of the atoms). With
+//     G = delta_a - g (piecewise linear between x_i, xs_i, x_{i+1}):
+//        G_0 = 0,  G(xs_i) = G_i - e_i a_i,  G_{i+1} = G_i - e_i a_i + r_i b_i,
+//     (b_i = x_{i+1} - xs_i), so g <= delta_a exactly when e_i a_i <= G_i for all i. The
+//     largest such e_i = min(B'_i, G_i / a_i) is taken; G is tracked as a certified
+//     interval with directed rounding. At the top g = delta_a - G_n < 0 beyond the atoms:
+//     g is cut at a grid point k with g(x_k) = D_k - G_k >= 0 (D_k = delta_a(x_k), a sum
+//     of non-negative terms), keeping q_j for j < k and P-mass x_k sum_{j>=k} q_j + g(x_k)
+//     at x_k; that curve is <= g on [0, x_k] (their difference is linear there, <= 0 at 0
+//     and at x_k) and 0 beyond. The chain keeps both masses, so it only loses at second
+//     order where the bulk is spread over cells; but the gap G it carries out of a steep
+//     bulk is not repaid in a thin tail, which it then loses (e.g. tiny delta queries).
+//  (3c) Combination (CombineLowerPmfs): with g1 the chain and g2 the tangent PMF, at a
+//     grid point k with g1(x_k) >= g2(x_k) and p* = P1(j >= k) - P2(j > k) >= 0, the PMF
+//     {p1_j for j < k, p* at k, p2_j for j > k} has curve g2 on [x_k, inf) and below g1 on
+//     [0, x_k] (difference linear there: <= 0 at x = 0 by the p* choice and at x_k by the
+//     first condition). k is just below the last point where g2 is certifiably above g1.
+//     CertifiedBoundsOnGrid also composes the tangent PMFs alone where the gap is wide
+//     and keeps the larger certified lower bound.
+//     The optimistic PLD differs from the pessimistic one only at second order in h
+//     where the loss is spread over many cells, so both bounds approach the exact value
+//     as h^2 (T h^2 for T compositions).
 //
 // (4) Composition by FFT with exponential tilting. For lambda >= 0 the tilted PMF
 //     p~_i = p_i e^{lambda eps_i} / M(lambda) composes to the tilted composition
@@ -598,7 +635,7 @@ struct Pmf {
 
 // Removes non-convex kinks of an optimistic delta-curve (negative masses): each is
 // merged into its nearest kept neighbours so that the curve becomes the chord over the
-// kink, which lies below (see (3) above). Q-masses (mass e^{-eps}) carry the slopes.
+// kink, which lies below (see (3a) above). Q-masses (mass e^{-eps}) carry the slopes.
 void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
   const int64_t n = static_cast<int64_t>(mass->size());
   std::vector<int64_t> prev(n), next(n);
@@ -645,32 +682,14 @@ void RemoveNegativeKinks(ld h, std::vector<ld>* mass) {
   }
 }
 
-// The pessimistic (connect-the-dots, (2)) and optimistic (tangent-corrected, (3)) PMFs on
-// the grid points lo, ..., lo + n (spacing h) of a measure given by its cell moments: for
-// cell i = (eps_{lo+i}, eps_{lo+i+1}] with P-mass A_i and Q-mass B_i,
-// c_i = A_i - x_i B_i and d_i = x_{i+1} B_i - A_i (x_i = e^{eps_{lo+i}}), known within
-// [c_lo, c_up] and [d_lo, d_up]. below_mass (P-mass at or below eps_lo) is moved up to
-// eps_lo and above_mass (P-mass above the top) goes to +inf in the pessimistic PMF; the
-// optimistic PMF leaves both out. Used for the components (BuildContinuousPmfs) and for
-// re-discretising a composition onto a coarser grid (Rediscretize).
-void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::vector<ld>& d_up,
-                 const std::vector<ld>& c_lo, const std::vector<ld>& d_lo, ld below_mass,
-                 ld above_mass, Pmf* upper, Pmf* lower) {
+// The tangent-corrected optimistic PMF of (3a) on the grid points lo, ..., lo + n.
+void TangentLowerPmf(int64_t lo, double h, const std::vector<ld>& c_up,
+                     const std::vector<ld>& d_up, const std::vector<ld>& c_lo,
+                     const std::vector<ld>& d_lo, Pmf* lower) {
   const int64_t n = static_cast<int64_t>(c_up.size());
   const ld eh = std::exp(static_cast<ld>(h));
   const ld em1 = std::expm1(static_cast<ld>(h));
-  // Pessimistic connect-the-dots masses: P-mass at eps_i = (d_i + e^h c_{i-1})/(e^h-1).
-  upper->min_index = lo;
-  upper->mass.assign(n + 1, 0);
-  for (int64_t i = 0; i <= n; ++i) {
-    const ld d = i < n ? d_up[i] : 0;
-    const ld c = i > 0 ? c_up[i - 1] : 0;
-    upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
-  }
-  upper->mass[0] += below_mass;  // mass <= eps_0 moves up
-  upper->infinity_mass = above_mass;
-
-  // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3)).
+  // Optimistic masses: connect-the-dots with c_lo, d_lo, lowered by m (see (3a)).
   std::vector<ld> m_corr(n + 1, 0);
   auto excess = [&](int64_t i) -> ld {
     const ld s = c_up[i] + d_up[i];
@@ -714,7 +733,7 @@ void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::v
   lower->mass.assign(n + 1, 0);
   if (top >= 0) {
     for (int64_t i = 0; i < top; ++i) lower->mass[i] = p[i];
-    // p_top = -x_top s_{top-1} + g_top (derivation in (3)).
+    // p_top = -x_top s_{top-1} + g_top (derivation in (3a)).
     const ld g_prev = top > 0 ? g[top - 1] : g[top];
     lower->mass[top] = (top > 0 ? (g_prev - g[top]) / em1 : 0) + g[top];
     if (top == 0) {
@@ -727,6 +746,174 @@ void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::v
   }
 }
 
+// The mass-preserving chain optimistic PMF of (3b) on the grid points lo, ..., lo + n.
+void ChainLowerPmf(int64_t lo, double h, const std::vector<ld>& d_up,
+                   const std::vector<ld>& c_lo, const std::vector<ld>& d_lo, Pmf* lower) {
+  const int64_t n = static_cast<int64_t>(c_lo.size());
+  const ld em1 = std::expm1(static_cast<ld>(h));
+  // Optimistic masses: the mass-preserving chain of (3b). Cell i's atom (ratio point
+  // xs_i = x_i + a_i, Q-mass B_i, a_i + b_i = x_{i+1} - x_i) sends Q-mass e_i to x_i and
+  // r_i to x_{i+1}; G is the gap delta_atoms - g at the grid points, tracked as a
+  // certified interval [g_lo, g_hi]. Every rounding below is directed so that the chosen
+  // e_i, r_i satisfy e_i a_i <= G_i for the exact a_i, G_i.
+  const ld u = kLdUnit;
+  std::vector<ld> q(n + 1, 0);        // Q-mass at grid point i (rounded down)
+  std::vector<ld> gap_hi(n + 1, 0);   // upper bound on G at grid point i
+  std::vector<ld> b_atom(n, 0);       // e_i + r_i (rounded down)
+  std::vector<ld> a_lo(n, 0), dx_lo(n, 0);
+  std::vector<ld> x_lo(n + 1, 0);     // lower bound on e^{eps_i}
+  {
+    ld g_lo = 0, g_hi = 0, r_prev = 0;
+    for (int64_t i = 0; i <= n; ++i) {
+      const ld z = static_cast<ld>(lo + i) * static_cast<ld>(h);
+      // exp of a rounded argument: relative error (|z| + 2) u, doubled for safety.
+      const ld rx = (std::fabs(z) + 4) * 2 * u;
+      const ld x = std::exp(z);
+      x_lo[i] = x * (1 - rx);
+      if (i == n) break;
+      const ld dx = x * em1;  // x_{i+1} - x_i, relative error rx + 3u
+      const ld dx_hi = dx * (1 + rx + 4 * u);
+      dx_lo[i] = dx * (1 - rx - 4 * u);
+      const ld c = std::max<ld>(c_lo[i], 0), d = std::max<ld>(d_lo[i], 0);
+      const ld d_big = std::max<ld>(d_up[i], d);
+      ld e = 0, r = 0;
+      if (c + d > 0) {
+        // frac <= c / (c + d_up) <= the true relative position of the cell's ratio point.
+        const ld frac = c > 0 ? c / (c + d_big) * (1 - 4 * u) : 0;
+        const ld a_hi = dx_hi * frac * (1 + 2 * u);
+        a_lo[i] = dx_lo[i] * frac * (1 - 2 * u);
+        const ld b_lo = dx_lo[i] * (1 - frac) * (1 - 3 * u);
+        const ld b_hi = dx_hi * (1 - frac) * (1 + 3 * u);
+        // Q-mass of the atom: (c + d) / (x_{i+1} - x_i) <= B_i.
+        const ld bq = (c + d) / dx_hi * (1 - 2 * u);
+        const ld cap = a_hi > 0 ? g_lo / a_hi : bq;
+        e = std::min(bq, cap) * (1 - 4 * u);
+        r = std::max<ld>((bq - e) * (1 - 2 * u), 0);
+        b_atom[i] = (e + r) * (1 - u);
+        // G_{i+1} = G_i - e a_i + r b_i.
+        const ld s_lo = std::max<ld>(g_lo - e * a_hi - 3 * u * g_lo, 0);
+        const ld s_hi = std::max<ld>(g_hi - e * a_lo[i] + 3 * u * g_hi, 0);
+        g_lo = (s_lo + r * b_lo) * (1 - 4 * u);
+        g_hi = (s_hi + r * b_hi) * (1 + 4 * u);
+      }
+      q[i] = (r_prev + e) * (1 - 2 * u);
+      r_prev = r;
+      gap_hi[i + 1] = g_hi;
+    }
+    q[n] = r_prev * (1 - u);
+  }
+  // delta of the atoms at x_k (lower bound): D_k = B_k a_k + D_{k+1} + (x_{k+1} - x_k)
+  // sum_{i > k} B_i; the top kink k is the largest with D_k >= G_k, and the P-mass there
+  // is x_k sum_{j >= k} q_j + (D_k - G_k) (see (3b)).
+  int64_t top = 0;
+  ld top_extra = 0;
+  {
+    ld dsum = 0, bsum = 0;  // D_{k+1} and sum_{i > k} B_i
+    for (int64_t k = n; k >= 0; --k) {
+      if (k < n) {
+        dsum = (b_atom[k] * a_lo[k] + dsum + dx_lo[k] * bsum) * (1 - 4 * u);
+        bsum = (bsum + b_atom[k]) * (1 - u);
+      }
+      const ld slack = dsum - gap_hi[k] * (1 + u);
+      if (slack >= 0) {
+        top = k;
+        top_extra = slack * (1 - 2 * u);
+        break;
+      }
+    }
+  }
+  lower->min_index = lo;
+  lower->infinity_mass = 0;
+  lower->mass.assign(n + 1, 0);
+  ld q_above = 0;  // sum_{j >= top} q_j
+  for (int64_t j = n; j >= top; --j) q_above = (q_above + q[j]) * (1 - u);
+  for (int64_t j = 0; j < top; ++j) lower->mass[j] = x_lo[j] * q[j] * (1 - 2 * u);
+  lower->mass[top] = (x_lo[top] * q_above + top_extra) * (1 - 2 * u);
+}
+
+// Combines two optimistic PMFs on the same grid (the chain g1, left, and the tangent
+// g2, right; see (3c)): at a grid point k with g1(x_k) >= g2(x_k) and
+// p* = sum_{j>=k} p1_j - sum_{j>k} p2_j >= 0, the PMF {p1_j, j < k; p* at k; p2_j, j > k}
+// has delta-curve g2 on [x_k, inf) and below g1 on [0, x_k]. k is taken just below the
+// highest grid point where g2 is certifiably above g1 (the tail), so the chain's exact
+// bottom and the tangent PMF's tail are both kept; without such a point the chain is used.
+void CombineLowerPmfs(double h, const Pmf& g1, const Pmf& g2, Pmf* out) {
+  const int64_t m = static_cast<int64_t>(g1.mass.size());
+  if (m == 0 || static_cast<int64_t>(g2.mass.size()) != m || g1.min_index != g2.min_index) {
+    *out = g1;
+    return;
+  }
+  const ld u = kLdUnit;
+  const ld emh = std::exp(-static_cast<ld>(h));
+  const ld one_minus_emh = -std::expm1(-static_cast<ld>(h));
+  // curve[i] = sum_{j>i} p_j (1 - e^{-(j-i)h}) and tail[i] = sum_{j>=i} p_j, both sums of
+  // non-negative terms: computed with relative error below 4 (m - i + 1) u.
+  auto curves = [&](const Pmf& p, std::vector<ld>* curve, std::vector<ld>* tail) {
+    curve->assign(m + 1, 0);
+    tail->assign(m + 1, 0);
+    ld w = 0;  // sum_{j>i} p_j e^{-(j-i-1)h}
+    for (int64_t i = m - 1; i >= 0; --i) {
+      (*curve)[i] = (*curve)[i + 1] + one_minus_emh * w;
+      (*tail)[i] = (*tail)[i + 1] + std::max<ld>(p.mass[i], 0);
+      w = std::max<ld>(p.mass[i], 0) + emh * w;
+    }
+  };
+  std::vector<ld> c1, t1, c2, t2;
+  curves(g1, &c1, &t1);
+  curves(g2, &c2, &t2);
+  auto rel = [&](int64_t i) { return 4 * static_cast<ld>(m - i + 2) * u; };
+  int64_t better = -1;  // highest grid point where g2 > g1 for sure
+  for (int64_t i = m - 1; i >= 0; --i) {
+    if (c2[i] * (1 - rel(i)) > c1[i] * (1 + rel(i))) {
+      better = i;
+      break;
+    }
+  }
+  *out = g1;
+  if (better < 0) return;
+  for (int64_t k = better - 1; k >= 0; --k) {
+    if (!(c1[k] * (1 - rel(k)) >= c2[k] * (1 + rel(k)))) continue;
+    const ld p_star = (t1[k] * (1 - rel(k)) - t2[k + 1] * (1 + rel(k + 1))) * (1 - 2 * u);
+    if (!(p_star >= 0)) continue;
+    for (int64_t j = k; j < m; ++j) out->mass[j] = j == k ? p_star : g2.mass[j];
+    out->infinity_mass = std::min(g1.infinity_mass, g2.infinity_mass);
+    return;
+  }
+}
+
+// The pessimistic (connect-the-dots, (2)) and optimistic (combined, (3c)) PMFs on
+// the grid points lo, ..., lo + n (spacing h) of a measure given by its cell moments: for
+// cell i = (eps_{lo+i}, eps_{lo+i+1}] with P-mass A_i and Q-mass B_i,
+// c_i = A_i - x_i B_i and d_i = x_{i+1} B_i - A_i (x_i = e^{eps_{lo+i}}), known within
+// [c_lo, c_up] and [d_lo, d_up]. below_mass (P-mass at or below eps_lo) is moved up to
+// eps_lo and above_mass (P-mass above the top) goes to +inf in the pessimistic PMF; the
+// optimistic PMF leaves both out. Used for the components (BuildContinuousPmfs) and for
+// re-discretising a composition onto a coarser grid (Rediscretize). lower_alt, if given,
+// receives the tangent-corrected optimistic PMF (3a) alone.
+void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::vector<ld>& d_up,
+                 const std::vector<ld>& c_lo, const std::vector<ld>& d_lo, ld below_mass,
+                 ld above_mass, Pmf* upper, Pmf* lower, Pmf* lower_alt = nullptr) {
+  const int64_t n = static_cast<int64_t>(c_up.size());
+  const ld eh = std::exp(static_cast<ld>(h));
+  const ld em1 = std::expm1(static_cast<ld>(h));
+  // Pessimistic connect-the-dots masses: P-mass at eps_i = (d_i + e^h c_{i-1})/(e^h-1).
+  upper->min_index = lo;
+  upper->mass.assign(n + 1, 0);
+  for (int64_t i = 0; i <= n; ++i) {
+    const ld d = i < n ? d_up[i] : 0;
+    const ld c = i > 0 ? c_up[i - 1] : 0;
+    upper->mass[i] = (d + eh * c) / em1 * (1 + 8 * kLdUnit);
+  }
+  upper->mass[0] += below_mass;  // mass <= eps_0 moves up
+  upper->infinity_mass = above_mass;
+
+  Pmf tangent, chain;
+  TangentLowerPmf(lo, h, c_up, d_up, c_lo, d_lo, &tangent);
+  ChainLowerPmf(lo, h, d_up, c_lo, d_lo, &chain);
+  CombineLowerPmfs(h, chain, tangent, lower);
+  if (lower_alt != nullptr) *lower_alt = std::move(tangent);
+}
+
 // Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace/discrete Gaussian
 // (sub)sampled component in one direction. `tail` bounds the P-mass left outside the grid
 // range. `dg`: the discrete Gaussian's tail table (that base only). The lattice base's
@@ -736,7 +923,8 @@ void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::v
 Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
                                  Pmf* upper, Pmf* lower,
                                  const DiscreteGaussianTails* dg = nullptr,
-                                 const std::function<LossTails(ld)>* custom = nullptr) {
+                                 const std::function<LossTails(ld)>* custom = nullptr,
+                                 Pmf* lower_alt = nullptr) {
   auto tails = [&](int64_t k) {
     const ld l = static_cast<ld>(k) * h;
     return custom != nullptr ? (*custom)(l) : LossTailsAt(m, dir, l, dg);
@@ -828,7 +1016,8 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
   }
   CellsToPmfs(lo, h, c_up, d_up, c_lo, d_lo,
               t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err,  // mass <= eps_0 moves up
-              t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN, upper, lower);
+              t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN, upper, lower,
+              lower_alt);
   return OkResult();
 }
 
@@ -1016,6 +1205,9 @@ void FillLogs(Pmf* pmf) {
 
 struct ComponentPmfs {
   Pmf upper, lower;
+  // The tangent-corrected optimistic PMF alone ((3a); empty where the component has no
+  // cells): CertifiedBoundsOnGrid also tries it where the combined one leaves a wide gap.
+  Pmf lower_alt;
   double count;
 };
 
@@ -1484,13 +1676,12 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
 //     moves mass at l in (a, b] to a and b, adding (l - a)(b - l) <= H^2/4), m times, i.e.
 //     m H^2 ~ T h^2 / 4 in all: about a quarter of what the fine grid's T per-step
 //     discretisations add (k is lowered further where the tolerance asks for it, see
-//     ComposeStaged). The optimistic side: its per-step tangent correction (3) is first
-//     order in h where the per-step loss is concentrated within one cell (small q, e.g.
-//     q = 1e-4: almost all P-mass lies in (log(1 - q), 0]); that mass deficit eta still
-//     compounds over all T steps (m factors of T1 steps), but the small windows let the
-//     grid refinement of CertifiedBounds reach spacings where T eta is small, which the
-//     single 2^20-point-limited window did not. On the T1-fold law, smooth on the H grid,
-//     the second stage's own correction is second order.
+//     ComposeStaged). The optimistic side: the tangent correction (3a) is first order in h
+//     where the per-step loss is concentrated within a few cells (small q); the chain
+//     (3b) keeps the masses there, and where the tangent PMFs are composed (3c) the small
+//     windows let the grid refinement of CertifiedBounds reach spacings where the
+//     compounded deficit T eta is small. On the T1-fold law, smooth on the H grid, the
+//     second stage's own discretisation is second order.
 //
 //     Certification. Upper: the fine window entries plus entry_error are >= the exact
 //     circular convolution, which is the linear one (a dominating PLD, by (1)) restricted
@@ -1508,8 +1699,9 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
 //     the tilted mass outside the window (tau), so entry - entry_error - tau (clamped at
 //     0) is <= the linear tilted mass; the result is a sub-measure of a dominated PLD,
 //     and sub-measures only lower delta after composition (same bilinearity). The
-//     tangent method (3) applied to that measure on the H grid is dominated by it (the
-//     chord-excess bound E = c d/(c + d) holds for any measure in a cell). Every
+//     optimistic constructions (3a-c) applied to that measure on the H grid are dominated
+//     by it (the chord-excess bound E = c d/(c + d) and the cell atoms of the chain hold
+//     for any measure in a cell). Every
 //     untilted weight is rounded up (upper) or down (lower) by an explicit allowance.
 //     All masses of the T1-fold law that matter at the final tilt lambda are in the
 //     first-stage window: it is tilted at the lambda of the whole composition and covers
@@ -1954,19 +2146,22 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
           BuildSampledCompositionPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
     } else if (m.base == Base::kDiscreteGaussian) {
       const DiscreteGaussianTails dg(m.parameter);
-      DPKIT_RETURN_IF_ERROR(
-          BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower, &dg));
+      DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower,
+                                                &dg, nullptr, &c.lower_alt));
       // Sparse atoms (D/s^2 >= h; s <= 1e5 bounds the enumeration): the optimistic PMF
       // from the enumerated atoms (see BuildLatticeLowerPmf).
       const double spacing = static_cast<double>(m.sensitivity) / (m.parameter * m.parameter);
       if (spacing >= p->h && m.parameter <= 1e5) {
         DPKIT_RETURN_IF_ERROR(BuildLatticeLowerPmf(m, dg, dir, p->h, p->tail, &c.lower));
+        c.lower_alt = Pmf();
       }
     } else {
-      DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower));
+      DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, p->h, p->tail, &c.upper, &c.lower,
+                                                nullptr, nullptr, &c.lower_alt));
     }
     FillLogs(&c.upper);
     FillLogs(&c.lower);
+    if (!c.lower_alt.mass.empty()) FillLogs(&c.lower_alt);
     out->push_back(std::move(c));
   }
   return out;
@@ -2351,11 +2546,28 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
       }
     }
   }
-  const auto& comps = dominant == Direction::kRemove ? prepared->remove : prepared->add;
+  auto& comps = dominant == Direction::kRemove ? prepared->remove : prepared->add;
   auto lower = DirectionBound(comps, false, prepared->h, target_is_eps, target, tol,
                               out.upper, &fft, &out.points);
   if (!lower.ok()) return Error{lower.error()};
   out.lower = *lower;
+  // Where the combined optimistic PMFs leave a gap wider than the refinement target, the
+  // tangent-corrected ones alone (also certified, (3a)) are tried as well: they keep more
+  // of a narrow bulk's tail (e.g. q = 1e-4, sigma = 0.5, T = 1e4). The larger lower bound
+  // is kept.
+  bool has_alt = false;
+  for (const ComponentPmfs& c : comps) has_alt = has_alt || !c.lower_alt.mass.empty();
+  if (has_alt && out.upper - out.lower > 10 * static_cast<ld>(tol) * out.upper) {
+    for (ComponentPmfs& c : comps) {
+      if (!c.lower_alt.mass.empty()) std::swap(c.lower, c.lower_alt);
+    }
+    auto alt = DirectionBound(comps, false, prepared->h, target_is_eps, target, tol, out.upper,
+                              &fft, &out.points);
+    for (ComponentPmfs& c : comps) {
+      if (!c.lower_alt.mass.empty()) std::swap(c.lower, c.lower_alt);
+    }
+    if (alt.ok()) out.lower = std::max(out.lower, *alt);
+  }
   return out;
 }
 

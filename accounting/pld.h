@@ -16,8 +16,10 @@
 // Both are reported so that the user sees how tight the certified value is.
 //
 // Discretisation (per component, in pld.cc): "connect the dots" (Doroshenko, Ghazi,
-// Kamath, Kumar, Manurangsi 2022) for the pessimistic PLD and a tangent-corrected
-// version of it for the optimistic PLD. Composition: fast Fourier transform (Eigen's
+// Kamath, Kumar, Manurangsi 2022) for the pessimistic PLD; for the optimistic PLD a
+// mass-preserving chain (each cell merged into one atom, atoms split between neighbouring
+// grid points without ever lifting the delta-curve) joined to a tangent-corrected
+// connect-the-dots PMF in the tail. Composition: fast Fourier transform (Eigen's
 // FFT module) of exponentially tilted PMFs, raised to the repetition count in the
 // frequency domain. See pld.cc for the proofs.
 //
