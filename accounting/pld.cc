@@ -914,17 +914,24 @@ void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::v
   if (lower_alt != nullptr) *lower_alt = std::move(tangent);
 }
 
+// Marks an automatically chosen grid range in BuildContinuousPmfs.
+constexpr int64_t kAutoIndex = std::numeric_limits<int64_t>::min();
+
 // Builds the pessimistic and optimistic PMFs of a Gaussian/Laplace/discrete Gaussian
 // (sub)sampled component in one direction. `tail` bounds the P-mass left outside the grid
 // range. `dg`: the discrete Gaussian's tail table (that base only). The lattice base's
 // atoms are handled like any other law: a cell's P- and Q-masses are differences of
 // tails, and the tails' stated error bounds enter the cell errors eA, eB below.
 // `custom`: tails of a law given by its own function instead (BuildSampledCompositionPmfs).
+// lo_fixed / hi_fixed: the grid range of the cells (lo_fixed h, hi_fixed h] instead of the
+// automatic one; the law's mass outside it is then left out of the optimistic PMF (a
+// sub-measure, see (7)).
 Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld tail,
                                  Pmf* upper, Pmf* lower,
                                  const DiscreteGaussianTails* dg = nullptr,
                                  const std::function<LossTails(ld)>* custom = nullptr,
-                                 Pmf* lower_alt = nullptr) {
+                                 Pmf* lower_alt = nullptr, int64_t lo_fixed = kAutoIndex,
+                                 int64_t hi_fixed = kAutoIndex) {
   auto tails = [&](int64_t k) {
     const ld l = static_cast<ld>(k) * h;
     return custom != nullptr ? (*custom)(l) : LossTailsAt(m, dir, l, dg);
@@ -937,7 +944,7 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
   // optimistic PMF leaves both out (only lowers it).
   const int64_t cap = static_cast<int64_t>(std::ceil(kMaxLoss / h));
   int64_t lo = -1;
-  while (lo > -cap && tails(lo).fp > tail) {
+  while (lo_fixed == kAutoIndex && lo > -cap && tails(lo).fp > tail) {
     if (lo < -kMaxGridPoints) return Error{GridLimitError(-lo, kMaxGridPoints, h)};
     lo *= 2;
   }
@@ -951,8 +958,9 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     }
     lo = a;
   }
+  if (lo_fixed != kAutoIndex) lo = lo_fixed;
   int64_t hi = 1;
-  while (hi < cap && tails(hi).sp > tail) {
+  while (hi_fixed == kAutoIndex && hi < cap && tails(hi).sp > tail) {
     if (hi > kMaxGridPoints) return Error{GridLimitError(hi, kMaxGridPoints, h)};
     hi *= 2;
   }
@@ -966,8 +974,13 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     }
     hi = b;
   }
-  if (hi <= lo) hi = lo + 1;
-  hi += 2;  // two empty cells on top keep the optimistic top handling away from mass
+  if (hi_fixed != kAutoIndex) {
+    hi = hi_fixed;
+    if (hi <= lo) hi = lo + 1;
+  } else {
+    if (hi <= lo) hi = lo + 1;
+    hi += 2;  // two empty cells on top keep the optimistic top handling away from mass
+  }
   const int64_t n = hi - lo;  // cells 0..n-1, grid points 0..n
   if (n > kMaxGridPoints) return Error{GridLimitError(n, kMaxGridPoints, h)};
   std::vector<LossTails> t(n + 1);
@@ -1473,9 +1486,16 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
   // Required: aliasing error far below the value (see the comment above Compose). The
   // window is first sized on coarse-cumulant estimates (cheap), then certified with
   // exact MGFs (a larger window is tried if the certified bound misses).
+  // delta / e^{K - lambda eps} is about p~(eps) / (lambda (lambda + 1)) (the tilted density
+  // at eps times the integral of (1 - e^{-y}) e^{-lambda y}), while the aliasing allowance
+  // (DeltaAt) is tau e^{K - lambda eps}: with p~ ~ 1/spread the relative error is about
+  // tau lambda (lambda + 1) spread. The first factor is kept as it was for lambda <= 10 (it
+  // meets the tolerance there with room to spare); heavily tilted laws (tiny epsilon,
+  // e.g. q = 1e-4, sigma = 20, T = 1e4: lambda ~ 3300) need the extra lambda / 10.
   const ld required =
-      stage != nullptr && stage->bulk_only ? stage->required
-                                           : 1e-2L * tolerance / (1 + lambda * spread);
+      stage != nullptr && stage->bulk_only
+          ? stage->required
+          : 1e-2L * tolerance / ((1 + lambda * spread) * std::max<ld>(1, lambda / 10));
   ld width = std::max<ld>(4, 0.95L * std::sqrt(2 * std::log(1 / required)));
   // The window's grid range for a half-width (in spreads).
   auto edges = [&](ld w, int64_t* start, int64_t* need) {
@@ -2484,6 +2504,168 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, d
   return target_is_eps ? DeltaAt(curve, target) : EpsilonFor(curve, target, hint);
 }
 
+// (7) Decomposed lower bound for one component used T times whose per-step loss sits in a
+// few cells of the grid that the whole composition can afford (small q with small sigma:
+// the bulk of log(1 - q + q e^ell) is about q wide). There every dominated discretisation
+// on that grid loses a first-order amount per step (pld.cc (3)), which compounds over T.
+// Instead the per-step law is split at a loss tau into its bulk F (L <= tau) and its tail
+// G (L > tau), both sub-measures, discretised optimistically (3) on a fine grid h_f
+// (about 64 cells across the bulk's central 80 %) and on the block grid H = M h_f, where
+// they are smooth. A block of T0 ~ sqrt(T) steps is then
+//    (F + G)^{*T0} = sum_k C(T0, k) F^{*(T0-k)} * G^{*k},
+// with F^{*(T0-k)} composed on the fine grid and re-discretised onto H (optimistic,
+// (6)), and G^{*k} composed on H; terms with k > K are dropped (P(L > tau) <= 0.05 / T0,
+// so the dropped mass is below (0.05)^{K+1} / (K+1)!). Every piece is a sub-measure of a
+// measure whose delta-curve is below the true one: sums and compositions of such
+// measures keep that (composition is bilinear, delta-curves of sub-measures add, and the
+// argument of (3) needs only P-mass <= 1), and dropping terms or mass only lowers delta.
+// The T0-fold block law, spread over many H cells, is then composed T / T0 times (plus
+// a remainder block) on H. Used only where the ordinary lower bound leaves a wide gap.
+Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total,
+                                const Pmf& pessimistic, double h_pess, bool target_is_eps,
+                                double target, double tolerance, ld hint, ld tail,
+                                Eigen::FFT<double>* fft) {
+  if (!(m.base == Base::kGaussian || m.base == Base::kLaplace) || total < 16) {
+    return Error{"no decomposition"};
+  }
+  StageOptions stage;
+  stage.lambda = ChooseTilt({Coarsen(pessimistic, h_pess)}, {static_cast<double>(total)},
+                            target_is_eps, target);
+  const int64_t t0 = std::llround(std::sqrt(static_cast<double>(total)));
+  const int64_t blocks = total / t0, rest = total - blocks * t0;
+  auto above = [&](ld l) { return LossTailsAt(m, dir, l).sp; };  // P(L > l)
+  // Loss quantile: the smallest l with P(L > l) <= p (bisection; losses are within
+  // [-kMaxLoss, kMaxLoss]).
+  auto quantile = [&](ld p) {
+    ld lo = -kMaxLoss, hi = kMaxLoss;
+    for (int it = 0; it < 200 && hi - lo > 1e-12L * (1 + std::fabs(hi)); ++it) {
+      const ld mid = (lo + hi) / 2;
+      (above(mid) > p ? lo : hi) = mid;
+    }
+    return hi;
+  };
+  const ld tau0 = quantile(0.05L / static_cast<ld>(t0));
+  const ld q10 = quantile(0.9L), q90 = quantile(0.1L);
+  const ld lower_end = quantile(1 - 1e-9L);
+  ld h_f = std::min<ld>(h_pess, (q90 - q10) / 64);
+  // At most 2^20 fine cells up to tau.
+  h_f = std::max<ld>(h_f, (tau0 - lower_end) / 1048576);
+  if (!(h_f > 0) || !std::isfinite(static_cast<double>(h_f))) return Error{"no decomposition"};
+  const double hf = static_cast<double>(h_f);
+  // First pass: the bulk on the fine grid up to tau, for its spread.
+  const int64_t tau_fine = static_cast<int64_t>(std::ceil(tau0 / h_f));
+  Pmf unused, bulk;
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, &unused, &bulk, nullptr, nullptr,
+                                            nullptr, kAutoIndex, tau_fine));
+  ld mass = 0, mean = 0, second = 0;
+  for (size_t i = 0; i < bulk.mass.size(); ++i) {
+    const ld l = static_cast<ld>(bulk.min_index + static_cast<int64_t>(i)) * h_f;
+    mass += bulk.mass[i];
+    mean += bulk.mass[i] * l;
+    second += bulk.mass[i] * l * l;
+  }
+  if (!(mass > 0)) return Error{"no decomposition"};
+  mean /= mass;
+  const ld spread =
+      std::sqrt(std::max<ld>(second / mass - mean * mean, 0) * static_cast<ld>(t0));
+  // Block grid: about 32 cells per standard deviation of a block's bulk, no finer than h_f
+  // and no coarser than the ordinary grid.
+  // The final composition of T / T0 blocks on H adds about (T / T0) H^2 / 4 to the loss
+  // variance, the ordinary grid T h^2 / 4: H = h sqrt(T0) / 2 keeps it below that.
+  const ld h_block = std::min<ld>(spread / 32, h_pess * std::sqrt(static_cast<ld>(t0)) / 2);
+  const int64_t factor =
+      std::max<int64_t>(1, static_cast<int64_t>(std::floor(h_block / h_f)));
+  const double big_h = static_cast<double>(factor) * hf;
+  const int64_t tau_block = (tau_fine + factor - 1) / factor;
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, &unused, &bulk, nullptr, nullptr,
+                                            nullptr, kAutoIndex, tau_block * factor));
+  FillLogs(&bulk);
+  Pmf tail_part;
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, big_h, tail, &unused, &tail_part, nullptr,
+                                            nullptr, nullptr, tau_block, kAutoIndex));
+  FillLogs(&tail_part);
+  ld tail_mass = 0;
+  for (const ld v : tail_part.mass) tail_mass += v;
+  // Dropped terms: sum_{k > K} C(T0,k) p^k <= (T0 p)^{K+1}/(K+1)! e^{T0 p}, kept far below
+  // the tolerance times delta (delta(eps) estimated by the target or by 1e-300).
+  const ld lambda_t = static_cast<ld>(t0) * std::max<ld>(tail_mass, 0);
+  const ld wanted = 1e-4L * static_cast<ld>(tolerance) *
+                    (target_is_eps ? 1e-300L : static_cast<ld>(target));
+  int kmax = 0;
+  {
+    ld term = lambda_t;  // (T0 p)^{K+1}/(K+1)!
+    while (kmax < 16 && term * std::exp(lambda_t) > wanted) {
+      ++kmax;
+      term *= lambda_t / (kmax + 1);
+    }
+  }
+  if (tail_part.mass.empty() || !(tail_mass > 0)) kmax = 0;
+  stage.bulk_only = true;
+  stage.required =
+      std::max<ld>(1e-2L * tolerance / (static_cast<ld>(blocks + 1) * 4194304.0L), 1e-300L);
+  stage.log_above_allowed = std::log(1e-4L * tolerance) - std::log(blocks + 2.0L) +
+                            (target_is_eps ? std::log(1e-300L) : std::log(static_cast<ld>(target)));
+  // One block of `steps` steps on the H grid.
+  auto block = [&](int64_t steps) -> Result<Pmf> {
+    std::map<int64_t, ld> acc;
+    ld binom = 1;  // C(steps, k), rounded down below
+    for (int k = 0; k <= kmax && k <= steps; ++k) {
+      if (k > 0) binom *= static_cast<ld>(steps - k + 1) / k;
+      Pmf part;
+      if (steps - k >= 1) {
+        std::vector<ComponentPmfs> f(1);
+        f[0].lower = bulk;
+        f[0].count = static_cast<double>(steps - k);
+        auto composed = Compose(f, false, hf, target_is_eps, target, tolerance, fft, &stage);
+        if (!composed.ok()) return Error{composed.error()};
+        part = Rediscretize(*composed, false, factor);
+      } else {
+        part.min_index = 0;
+        part.mass = {1};
+        FillLogs(&part);
+      }
+      if (k > 0) {
+        std::vector<ComponentPmfs> g(2);
+        g[0].lower = part;
+        g[0].count = 1;
+        g[1].lower = tail_part;
+        g[1].count = k;
+        auto composed = Compose(g, false, big_h, target_is_eps, target, tolerance, fft, &stage);
+        if (!composed.ok()) return Error{composed.error()};
+        part = Rediscretize(*composed, false, 1);
+      }
+      const ld w = binom * (1 - 8 * static_cast<ld>(k + 1) * kLdUnit);
+      for (size_t i = 0; i < part.mass.size(); ++i) {
+        if (part.mass[i] > 0) acc[part.min_index + static_cast<int64_t>(i)] += w * part.mass[i];
+      }
+    }
+    Pmf out;
+    if (acc.empty()) return out;
+    out.min_index = acc.begin()->first;
+    out.mass.assign(acc.rbegin()->first - out.min_index + 1, 0);
+    for (const auto& [index, v] : acc) out.mass[index - out.min_index] = v * (1 - 4 * kLdUnit);
+    FillLogs(&out);
+    return out;
+  };
+  std::vector<ComponentPmfs> final_comps;
+  for (const auto& [steps, count] : {std::pair<int64_t, int64_t>{t0, blocks}, {rest, 1}}) {
+    if (steps == 0 || count == 0) continue;
+    auto law = block(steps);
+    if (!law.ok()) return Error{law.error()};
+    if (law->mass.empty()) return Error{"no decomposition"};
+    ComponentPmfs c;
+    c.lower = std::move(*law);
+    c.count = static_cast<double>(count);
+    final_comps.push_back(std::move(c));
+  }
+  stage.bulk_only = false;
+  auto composed =
+      Compose(final_comps, false, big_h, target_is_eps, target, tolerance, fft, &stage);
+  if (!composed.ok()) return Error{composed.error()};
+  const DeltaCurve curve = MakeCurve(*composed, false);
+  return target_is_eps ? DeltaAt(curve, target) : EpsilonFor(curve, target, hint);
+}
+
 // A coarse grid (this factor times the grid spacing: error ~36x larger, work ~6x
 // smaller) decides whether the add direction can matter; see CertifiedBounds.
 constexpr double kCoarseFactor = 6;
@@ -2492,6 +2674,7 @@ struct RawBounds {
   ld upper, lower;
   double h;
   int64_t points = 0;  // largest grid used
+  Direction dominant = Direction::kRemove;  // the direction of the lower bound
 };
 
 // Certified upper and lower bounds on eps(delta) or delta(eps) (both are "larger is less
@@ -2546,6 +2729,7 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
       }
     }
   }
+  out.dominant = dominant;
   auto& comps = dominant == Direction::kRemove ? prepared->remove : prepared->add;
   auto lower = DirectionBound(comps, false, prepared->h, target_is_eps, target, tol,
                               out.upper, &fft, &out.points);
@@ -2615,6 +2799,34 @@ Result<RawBounds> CertifiedBounds(const Event& event, bool target_is_eps, double
   // Both query kinds refine: for delta(eps) the gap is compared with tolerance * delta.
   if (!bounds.ok()) return bounds;
   const double first_h = bounds->h;
+  // A wide gap with one component used many times whose bulk is narrow for the grid: the
+  // decomposed lower bound (7), before refining (it usually closes the gap, and then the
+  // refinements, which cannot, are skipped).
+  double decomposed_h = 0;  // grid of the last attempt (0: none)
+  auto try_decomposed = [&](RawBounds* b) {
+    if (!(std::isfinite(b->upper) && b->upper > 0 &&
+          b->upper - b->lower > 10 * static_cast<ld>(options.epsilon_tolerance) * b->upper)) {
+      return;
+    }
+    decomposed_h = b->h;
+    PldOptions at_grid = options;
+    at_grid.discretization_interval = b->h;
+    auto prepared = Prepare(event, at_grid, tail_budget);
+    if (!prepared.ok() || prepared->flat.size() != 1) return;
+    const Mechanism m = prepared->flat[0].first;
+    const double count = prepared->flat[0].second;
+    if (!(count >= 16 && count <= 1e12 && count == std::floor(count))) return;
+    if (!(m.base == Base::kGaussian || m.base == Base::kLaplace)) return;
+    auto comps = BuildDirection(&*prepared, b->dominant);
+    if (!comps.ok()) return;
+    Eigen::FFT<double> fft;
+    auto lower = DecomposedLowerBound(m, b->dominant, static_cast<int64_t>(count),
+                                      (**comps)[0].upper, prepared->h, target_is_eps, target,
+                                      options.epsilon_tolerance, b->upper, prepared->tail,
+                                      &fft);
+    if (lower.ok()) b->lower = std::max(b->lower, *lower);
+  };
+  try_decomposed(&*bounds);
   bool stalled = false;
   for (int round = 0; round < kMaxRefinements; ++round) {
     const ld wanted = 10 * static_cast<ld>(options.epsilon_tolerance) * bounds->upper;
@@ -2654,6 +2866,8 @@ Result<RawBounds> CertifiedBounds(const Event& event, bool target_is_eps, double
       bounds->lower = std::max(bounds->lower, other->lower);
     }
   }
+  // Still a wide gap (a finer grid since the first attempt): try (7) again.
+  if (bounds->h < decomposed_h) try_decomposed(&*bounds);
   return bounds;
 }
 
@@ -2687,6 +2901,30 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
     return Error{"internal error: the pld accountant's epsilon bounds are not numbers"};
   }
   return out;
+}
+
+Result<double> DecomposedEpsilonLowerBoundForTesting(const Event& event, double delta,
+                                                     double interval) {
+  PldOptions options;
+  options.discretization_interval = interval;
+  const ld tail_budget = static_cast<ld>(delta) * 1e-7L;
+  auto prepared = Prepare(event, options, tail_budget);
+  if (!prepared.ok()) return Error{prepared.error()};
+  if (prepared->flat.size() != 1) return Error{"one component only"};
+  const Mechanism m = prepared->flat[0].first;
+  const double count = prepared->flat[0].second;
+  if (!(count >= 16 && count <= 1e12 && count == std::floor(count))) {
+    return Error{"16 to 1e12 uses only"};
+  }
+  auto comps = BuildDirection(&*prepared, Direction::kRemove);
+  if (!comps.ok()) return Error{comps.error()};
+  Eigen::FFT<double> fft;
+  auto lower = DecomposedLowerBound(m, Direction::kRemove, static_cast<int64_t>(count),
+                                    (**comps)[0].upper, prepared->h, false, delta,
+                                    options.epsilon_tolerance,
+                                    std::numeric_limits<ld>::infinity(), prepared->tail, &fft);
+  if (!lower.ok()) return Error{lower.error()};
+  return static_cast<double>(*lower);
 }
 
 Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOptions& options) {
