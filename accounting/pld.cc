@@ -129,6 +129,9 @@
 // (6) Two-stage composition of one component used T times (T1 ~ sqrt(T) steps on the
 //     fine grid, re-discretised onto a coarser grid, then powered): see the comment
 //     above FloorDiv, next to the code.
+//
+// (7) Decomposed lower bound for one component whose per-step bulk is narrower than the
+//     grid can resolve (small q and sigma): see the comment above DecomposedLowerBound.
 // ---------------------------------------------------------------------------------
 
 namespace dpkit::accounting {
@@ -1819,10 +1822,18 @@ bool PlanStages(const std::vector<ComponentPmfs>& comps, bool deficit_rule, doub
   if (!(count >= kMinStagedSteps && count <= 9e15 && count == std::floor(count))) return false;
   if (count < kStagedSteps) {
     if (!deficit_rule) return false;
-    const Pmf& lower = comps[0].lower;
-    ld total = lower.infinity_mass;
-    for (const ld v : lower.mass) total += v;
-    if (!(static_cast<ld>(count) * (1 - total) >
+    // The tangent PMF's deficit decides even where the combined PMF (3c), which keeps the
+    // bulk's mass, is composed: the two stages also keep the windows of the upper bound
+    // and of the add direction small enough (e.g. q = 1e-4, sigma = 0.5, T = 1e5, delta(0):
+    // in one stage the add direction's window misses its heavy lower tail, delta <= 1).
+    ld deficit = 0;
+    for (const Pmf* lower : {&comps[0].lower, &comps[0].lower_alt}) {
+      if (lower->mass.empty()) continue;
+      ld total = lower->infinity_mass;
+      for (const ld v : lower->mass) total += v;
+      deficit = std::max(deficit, 1 - total);
+    }
+    if (!(static_cast<ld>(count) * deficit >
           kStagedDeficitPerTolerance * static_cast<ld>(tolerance))) {
       return false;
     }
@@ -2504,23 +2515,62 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, d
   return target_is_eps ? DeltaAt(curve, target) : EpsilonFor(curve, target, hint);
 }
 
+// Direct convolution of two non-negative PMFs for lower bounds: a on a grid of spacing H,
+// b on a grid of spacing r H (its index i is the loss i r H); the result is on the H grid.
+// Each entry is a sum of at most b.size() non-negative products, rounded down by an
+// allowance covering that many roundings. Mass at +inf is dropped (a lower bound).
+Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r) {
+  Pmf out;
+  out.infinity_mass = 0;
+  if (a.mass.empty() || b.mass.empty()) return out;
+  const int64_t na = static_cast<int64_t>(a.mass.size());
+  const int64_t nb = static_cast<int64_t>(b.mass.size());
+  if (static_cast<ld>(na) * static_cast<ld>(nb) > 4e9L) {
+    return Error{"direct convolution too large"};
+  }
+  out.min_index = a.min_index + r * b.min_index;
+  // In double: masses below 1e-150 are dropped (so no product underflows), the rest
+  // rounded to double (relative error u each), products and sums of non-negative terms
+  // (relative error below (nb + 2) u in all), all covered by the allowance below.
+  auto to_double = [](ld v) { return v > 1e-150L ? static_cast<double>(v) : 0.0; };
+  std::vector<double> ad(na), sum(na + r * (nb - 1), 0.0);
+  for (int64_t i = 0; i < na; ++i) ad[i] = to_double(a.mass[i]);
+  for (int64_t j = 0; j < nb; ++j) {
+    const double w = to_double(b.mass[j]);
+    if (!(w > 0)) continue;
+    double* dst = sum.data() + r * j;
+    for (int64_t i = 0; i < na; ++i) dst[i] += w * ad[i];
+  }
+  const ld keep = 1 - 4 * static_cast<ld>(nb + 4) * kUnit;
+  out.mass.resize(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) out.mass[i] = static_cast<ld>(sum[i]) * keep;
+  FillLogs(&out);
+  return out;
+}
+
 // (7) Decomposed lower bound for one component used T times whose per-step loss sits in a
 // few cells of the grid that the whole composition can afford (small q with small sigma:
 // the bulk of log(1 - q + q e^ell) is about q wide). There every dominated discretisation
-// on that grid loses a first-order amount per step (pld.cc (3)), which compounds over T.
-// Instead the per-step law is split at a loss tau into its bulk F (L <= tau) and its tail
-// G (L > tau), both sub-measures, discretised optimistically (3) on a fine grid h_f
-// (about 64 cells across the bulk's central 80 %) and on the block grid H = M h_f, where
-// they are smooth. A block of T0 ~ sqrt(T) steps is then
+// on that grid loses a first-order amount per step ((3)), which compounds over T.
+// Instead the per-step law is split at a loss tau (P(L > tau) <= 0.005 / T0) into its
+// bulk F (L <= tau) and its tail G (L > tau), both sub-measures, discretised
+// optimistically ((3)) on a fine grid h_f (about 64 cells across the central 80 % of the
+// bulk) and on a tail grid H_G (>= tau / 32, where G is smooth). A block of T0 ~ sqrt(T)
+// steps is
 //    (F + G)^{*T0} = sum_k C(T0, k) F^{*(T0-k)} * G^{*k},
-// with F^{*(T0-k)} composed on the fine grid and re-discretised onto H (optimistic,
-// (6)), and G^{*k} composed on H; terms with k > K are dropped (P(L > tau) <= 0.05 / T0,
-// so the dropped mass is below (0.05)^{K+1} / (K+1)!). Every piece is a sub-measure of a
-// measure whose delta-curve is below the true one: sums and compositions of such
-// measures keep that (composition is bilinear, delta-curves of sub-measures add, and the
-// argument of (3) needs only P-mass <= 1), and dropping terms or mass only lowers delta.
-// The T0-fold block law, spread over many H cells, is then composed T / T0 times (plus
-// a remainder block) on H. Used only where the ordinary lower bound leaves a wide gap.
+// with F^{*(T0-k)} composed on the fine grid by FFT and re-discretised optimistically
+// onto the block grid H = M h_f (about 32 cells per standard deviation of a block's bulk;
+// (6)), G^{*k} and the products with it by direct summation (ConvolveDirect, H_G a
+// multiple of H); terms with k > K are dropped, K chosen so that their mass, at most
+// (T0 p)^{K+1} e^{T0 p} / (K+1)!, is below a tenth of the tolerance times delta. Every
+// piece is a sub-measure of a measure whose delta-curve is below the true one, and the
+// argument of (3) (P-mass <= 1, composition with any convex non-increasing bounded
+// delta-curve) carries through sums and compositions of such measures: composition is
+// bilinear and the true law splits exactly as F + G. Dropping terms or mass only lowers
+// delta. The T0-fold block law, spread over many H cells, is then composed T / T0 times
+// (plus a block of the remaining steps) on H by FFT (4) with the whole composition's
+// tilt. Used only where the ordinary lower bound leaves a gap wider than the refinement
+// target (CertifiedBounds).
 Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total,
                                 const Pmf& pessimistic, double h_pess, bool target_is_eps,
                                 double target, double tolerance, ld hint, ld tail,
@@ -2544,7 +2594,7 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
     }
     return hi;
   };
-  const ld tau0 = quantile(0.05L / static_cast<ld>(t0));
+  const ld tau0 = quantile(0.005L / static_cast<ld>(t0));
   const ld q10 = quantile(0.9L), q90 = quantile(0.1L);
   const ld lower_end = quantile(1 - 1e-9L);
   ld h_f = std::min<ld>(h_pess, (q90 - q10) / 64);
@@ -2576,35 +2626,51 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
   const int64_t factor =
       std::max<int64_t>(1, static_cast<int64_t>(std::floor(h_block / h_f)));
   const double big_h = static_cast<double>(factor) * hf;
-  const int64_t tau_block = (tau_fine + factor - 1) / factor;
+  // The tail on its own grid H_G = factor_g H (its density varies on the scale of the loss
+  // itself, >= tau): G and its powers are convolved directly there, and with a block's
+  // bulk onto H (ConvolveDirect), no FFT.
+  const int64_t factor_g = std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(std::max<ld>(big_h, tau0 / 32) / big_h)));
+  const double tail_h = static_cast<double>(factor_g) * big_h;
+  const int64_t tau_tail = static_cast<int64_t>(std::ceil(tau0 / tail_h));
   DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, &unused, &bulk, nullptr, nullptr,
-                                            nullptr, kAutoIndex, tau_block * factor));
+                                            nullptr, kAutoIndex,
+                                            tau_tail * factor_g * factor));
   FillLogs(&bulk);
   Pmf tail_part;
-  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, big_h, tail, &unused, &tail_part, nullptr,
-                                            nullptr, nullptr, tau_block, kAutoIndex));
-  FillLogs(&tail_part);
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, tail_h, tail, &unused, &tail_part, nullptr,
+                                            nullptr, nullptr, tau_tail, kAutoIndex));
+  tail_part.infinity_mass = 0;
   ld tail_mass = 0;
   for (const ld v : tail_part.mass) tail_mass += v;
-  // Dropped terms: sum_{k > K} C(T0,k) p^k <= (T0 p)^{K+1}/(K+1)! e^{T0 p}, kept far below
-  // the tolerance times delta (delta(eps) estimated by the target or by 1e-300).
+  // Dropped terms: sum_{k > K} C(T0,k) p^k <= (T0 p)^{K+1}/(K+1)! e^{T0 p}, kept below a
+  // tenth of the tolerance times delta (estimated by the target or the upper bound).
   const ld lambda_t = static_cast<ld>(t0) * std::max<ld>(tail_mass, 0);
-  const ld wanted = 1e-4L * static_cast<ld>(tolerance) *
-                    (target_is_eps ? 1e-300L : static_cast<ld>(target));
+  const ld delta_estimate =
+      target_is_eps ? std::max<ld>(hint, 1e-300L) : static_cast<ld>(target);
+  const ld wanted = 0.1L * static_cast<ld>(tolerance) * delta_estimate;
   int kmax = 0;
   {
     ld term = lambda_t;  // (T0 p)^{K+1}/(K+1)!
-    while (kmax < 16 && term * std::exp(lambda_t) > wanted) {
+    while (kmax < 12 && term * std::exp(lambda_t) > wanted) {
       ++kmax;
       term *= lambda_t / (kmax + 1);
     }
   }
   if (tail_part.mass.empty() || !(tail_mass > 0)) kmax = 0;
+  // Powers of the tail on its grid.
+  std::vector<Pmf> tail_power(kmax + 1);
+  if (kmax >= 1) tail_power[1] = tail_part;
+  for (int k = 2; k <= kmax; ++k) {
+    auto next = ConvolveDirect(tail_power[k - 1], tail_part, 1);
+    if (!next.ok()) return Error{next.error()};
+    tail_power[k] = std::move(*next);
+  }
   stage.bulk_only = true;
   stage.required =
       std::max<ld>(1e-2L * tolerance / (static_cast<ld>(blocks + 1) * 4194304.0L), 1e-300L);
-  stage.log_above_allowed = std::log(1e-4L * tolerance) - std::log(blocks + 2.0L) +
-                            (target_is_eps ? std::log(1e-300L) : std::log(static_cast<ld>(target)));
+  stage.log_above_allowed =
+      std::log(1e-4L * tolerance) - std::log(blocks + 2.0L) + std::log(delta_estimate);
   // One block of `steps` steps on the H grid.
   auto block = [&](int64_t steps) -> Result<Pmf> {
     std::map<int64_t, ld> acc;
@@ -2625,14 +2691,9 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
         FillLogs(&part);
       }
       if (k > 0) {
-        std::vector<ComponentPmfs> g(2);
-        g[0].lower = part;
-        g[0].count = 1;
-        g[1].lower = tail_part;
-        g[1].count = k;
-        auto composed = Compose(g, false, big_h, target_is_eps, target, tolerance, fft, &stage);
-        if (!composed.ok()) return Error{composed.error()};
-        part = Rediscretize(*composed, false, 1);
+        auto product = ConvolveDirect(part, tail_power[k], factor_g);
+        if (!product.ok()) return Error{product.error()};
+        part = std::move(*product);
       }
       const ld w = binom * (1 - 8 * static_cast<ld>(k + 1) * kLdUnit);
       for (size_t i = 0; i < part.mass.size(); ++i) {
