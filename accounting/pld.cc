@@ -131,7 +131,7 @@
 //     above FloorDiv, next to the code.
 //
 // (7) Decomposed lower bound for one component whose per-step bulk is narrower than the
-//     grid can resolve (small q and sigma): see the comment above DecomposedLowerBound.
+//     grid can resolve (small q and sigma): see the comment above DecomposedBound.
 // ---------------------------------------------------------------------------------
 
 namespace dpkit::accounting {
@@ -1030,10 +1030,15 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
     c_lo[i] = std::max<ld>(c - ec, 0);
     d_lo[i] = std::max<ld>(d - ed, 0);
   }
-  CellsToPmfs(lo, h, c_up, d_up, c_lo, d_lo,
-              t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err,  // mass <= eps_0 moves up
-              t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN, upper, lower,
-              lower_alt);
+  // With a fixed end, the law's mass beyond it belongs to another part (see (7)) and is
+  // left out of both PMFs.
+  const ld below_mass =
+      lo_fixed != kAutoIndex ? 0 : t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err;
+  const ld above_mass = hi_fixed != kAutoIndex
+                            ? 0
+                            : t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN;
+  CellsToPmfs(lo, h, c_up, d_up, c_lo, d_lo, below_mass,  // mass <= eps_0 moves up
+              above_mass, upper, lower, lower_alt);
   return OkResult();
 }
 
@@ -2531,13 +2536,27 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, bool upper, d
   return value;
 }
 
-// Direct convolution of two non-negative PMFs for lower bounds: a on a grid of spacing H,
-// b on a grid of spacing r H (its index i is the loss i r H); the result is on the H grid.
-// Each entry is a sum of at most b.size() non-negative products, rounded down by an
-// allowance covering that many roundings. Mass at +inf is dropped (a lower bound).
-Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r) {
+// Direct convolution of two non-negative PMFs: a on a grid of spacing H, b on a grid of
+// spacing r H (its index i is the loss i r H); the result is on the H grid. Each entry is
+// a sum of at most b.size() non-negative products, rounded down (lower) or up (upper) by
+// an allowance covering that many roundings. Lower: mass at +inf and masses below 1e-150
+// are dropped. Upper: they go to +inf, with every product they could take part in.
+Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, bool upper = false) {
   Pmf out;
   out.infinity_mass = 0;
+  if (upper) {
+    ld a_all = a.infinity_mass, b_all = b.infinity_mass;
+    ld a_out = a.infinity_mass, b_out = b.infinity_mass;  // +inf or below 1e-150
+    for (const ld v : a.mass) {
+      a_all += v;
+      if (!(v > 1e-150L)) a_out += std::max<ld>(v, 0);
+    }
+    for (const ld v : b.mass) {
+      b_all += v;
+      if (!(v > 1e-150L)) b_out += std::max<ld>(v, 0);
+    }
+    out.infinity_mass = (a_out * b_all + b_out * a_all) * (1 + 8 * kLdUnit);
+  }
   if (a.mass.empty() || b.mass.empty()) return out;
   const int64_t na = static_cast<int64_t>(a.mass.size());
   const int64_t nb = static_cast<int64_t>(b.mass.size());
@@ -2557,7 +2576,8 @@ Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r) {
     double* dst = sum.data() + r * j;
     for (int64_t i = 0; i < na; ++i) dst[i] += w * ad[i];
   }
-  const ld keep = 1 - 4 * static_cast<ld>(nb + 4) * kUnit;
+  const ld keep = upper ? 1 + 4 * static_cast<ld>(nb + 4) * kUnit
+                        : 1 - 4 * static_cast<ld>(nb + 4) * kUnit;
   out.mass.resize(sum.size());
   for (size_t i = 0; i < sum.size(); ++i) out.mass[i] = static_cast<ld>(sum[i]) * keep;
   FillLogs(&out);
@@ -2587,10 +2607,10 @@ Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r) {
 // (plus a block of the remaining steps) on H by FFT (4) with the whole composition's
 // tilt. Used only where the ordinary lower bound leaves a gap wider than the refinement
 // target (CertifiedBounds).
-Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total,
-                                const Pmf& pessimistic, double h_pess, bool target_is_eps,
-                                double target, double tolerance, ld hint, ld tail,
-                                Eigen::FFT<double>* fft) {
+Result<ld> DecomposedBound(const Mechanism& m, Direction dir, int64_t total, bool upper,
+                           const Pmf& pessimistic, double h_pess, bool target_is_eps,
+                           double target, double tolerance, ld hint, ld tail,
+                           Eigen::FFT<double>* fft) {
   if (!(m.base == Base::kGaussian || m.base == Base::kLaplace) || total < 16) {
     return Error{"no decomposition"};
   }
@@ -2621,8 +2641,10 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
   // First pass: the bulk on the fine grid up to tau, for its spread.
   const int64_t tau_fine = static_cast<int64_t>(std::ceil(tau0 / h_f));
   Pmf unused, bulk;
-  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, &unused, &bulk, nullptr, nullptr,
-                                            nullptr, kAutoIndex, tau_fine));
+  Pmf* bulk_up = upper ? &bulk : &unused;
+  Pmf* bulk_lo = upper ? &unused : &bulk;
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, bulk_up, bulk_lo, nullptr,
+                                            nullptr, nullptr, kAutoIndex, tau_fine));
   ld mass = 0, mean = 0, second = 0;
   for (size_t i = 0; i < bulk.mass.size(); ++i) {
     const ld l = static_cast<ld>(bulk.min_index + static_cast<int64_t>(i)) * h_f;
@@ -2649,16 +2671,19 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
       1, static_cast<int64_t>(std::floor(std::max<ld>(big_h, tau0 / 32) / big_h)));
   const double tail_h = static_cast<double>(factor_g) * big_h;
   const int64_t tau_tail = static_cast<int64_t>(std::ceil(tau0 / tail_h));
-  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, &unused, &bulk, nullptr, nullptr,
-                                            nullptr, kAutoIndex,
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, hf, tail, bulk_up, bulk_lo, nullptr,
+                                            nullptr, nullptr, kAutoIndex,
                                             tau_tail * factor_g * factor));
   FillLogs(&bulk);
   Pmf tail_part;
-  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, tail_h, tail, &unused, &tail_part, nullptr,
-                                            nullptr, nullptr, tau_tail, kAutoIndex));
-  tail_part.infinity_mass = 0;
-  ld tail_mass = 0;
+  DPKIT_RETURN_IF_ERROR(BuildContinuousPmfs(m, dir, tail_h, tail,
+                                            upper ? &tail_part : &unused,
+                                            upper ? &unused : &tail_part, nullptr, nullptr,
+                                            nullptr, tau_tail, kAutoIndex));
+  if (!upper) tail_part.infinity_mass = 0;
+  ld tail_mass = tail_part.infinity_mass, bulk_mass = bulk.infinity_mass;
   for (const ld v : tail_part.mass) tail_mass += v;
+  for (const ld v : bulk.mass) bulk_mass += v;
   // Dropped terms: sum_{k > K} C(T0,k) p^k <= (T0 p)^{K+1}/(K+1)! e^{T0 p}, kept below a
   // tenth of the tolerance times delta (estimated by the target or the upper bound).
   const ld lambda_t = static_cast<ld>(t0) * std::max<ld>(tail_mass, 0);
@@ -2674,6 +2699,16 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
     }
   }
   if (tail_part.mass.empty() || !(tail_mass > 0)) kmax = 0;
+  // Upper: the dropped terms' mass goes to +inf; it is at most
+  // sum_{k > K} C(T0,k) |F|^{T0-k} |G|^k <= (T0 |G|)^{K+1}/(K+1)! e^{T0 |G|} max(1, |F|)^{T0}.
+  ld dropped = 0;
+  if (upper && tail_mass > 0) {
+    ld term = 1;
+    for (int k = 1; k <= kmax + 1; ++k) term *= lambda_t / k;
+    dropped = term * std::exp(lambda_t) *
+              std::exp(static_cast<ld>(t0) * std::log(std::max<ld>(1, bulk_mass))) *
+              (1 + 64 * kLdUnit);
+  }
   // Powers of the tail on its grid.
   std::vector<Pmf> tail_power(kmax + 1);
   if (kmax >= 1) tail_power[1] = tail_part;
@@ -2690,28 +2725,31 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
   // One block of `steps` steps on the H grid.
   auto block = [&](int64_t steps) -> Result<Pmf> {
     std::map<int64_t, ld> acc;
-    ld binom = 1;  // C(steps, k), rounded down below
+    ld infinity = upper ? dropped : 0;
+    ld binom = 1;  // C(steps, k), rounded down (up) below
     for (int k = 0; k <= kmax && k <= steps; ++k) {
       if (k > 0) binom *= static_cast<ld>(steps - k + 1) / k;
       Pmf part;
       if (steps - k >= 1) {
         std::vector<ComponentPmfs> f(1);
-        f[0].lower = bulk;
+        (upper ? f[0].upper : f[0].lower) = bulk;
         f[0].count = static_cast<double>(steps - k);
-        auto composed = Compose(f, false, hf, target_is_eps, target, tolerance, fft, &stage);
+        auto composed = Compose(f, upper, hf, target_is_eps, target, tolerance, fft, &stage);
         if (!composed.ok()) return Error{composed.error()};
-        part = Rediscretize(*composed, false, factor);
+        part = Rediscretize(*composed, upper, factor);
       } else {
         part.min_index = 0;
         part.mass = {1};
         FillLogs(&part);
       }
       if (k > 0) {
-        auto product = ConvolveDirect(part, tail_power[k], factor_g);
+        auto product = ConvolveDirect(part, tail_power[k], factor_g, upper);
         if (!product.ok()) return Error{product.error()};
         part = std::move(*product);
       }
-      const ld w = binom * (1 - 8 * static_cast<ld>(k + 1) * kLdUnit);
+      const ld w = binom * (upper ? 1 + 8 * static_cast<ld>(k + 1) * kLdUnit
+                                  : 1 - 8 * static_cast<ld>(k + 1) * kLdUnit);
+      infinity += w * part.infinity_mass;
       for (size_t i = 0; i < part.mass.size(); ++i) {
         if (part.mass[i] > 0) acc[part.min_index + static_cast<int64_t>(i)] += w * part.mass[i];
       }
@@ -2720,7 +2758,10 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
     if (acc.empty()) return out;
     out.min_index = acc.begin()->first;
     out.mass.assign(acc.rbegin()->first - out.min_index + 1, 0);
-    for (const auto& [index, v] : acc) out.mass[index - out.min_index] = v * (1 - 4 * kLdUnit);
+    for (const auto& [index, v] : acc) {
+      out.mass[index - out.min_index] = v * (upper ? 1 + 4 * kLdUnit : 1 - 4 * kLdUnit);
+    }
+    out.infinity_mass = upper ? infinity * (1 + 4 * kLdUnit) : 0;
     FillLogs(&out);
     return out;
   };
@@ -2731,15 +2772,15 @@ Result<ld> DecomposedLowerBound(const Mechanism& m, Direction dir, int64_t total
     if (!law.ok()) return Error{law.error()};
     if (law->mass.empty()) return Error{"no decomposition"};
     ComponentPmfs c;
-    c.lower = std::move(*law);
+    (upper ? c.upper : c.lower) = std::move(*law);
     c.count = static_cast<double>(count);
     final_comps.push_back(std::move(c));
   }
   stage.bulk_only = false;
   auto composed =
-      Compose(final_comps, false, big_h, target_is_eps, target, tolerance, fft, &stage);
+      Compose(final_comps, upper, big_h, target_is_eps, target, tolerance, fft, &stage);
   if (!composed.ok()) return Error{composed.error()};
-  const DeltaCurve curve = MakeCurve(*composed, false);
+  const DeltaCurve curve = MakeCurve(*composed, upper);
   return target_is_eps ? DeltaAt(curve, target) : EpsilonFor(curve, target, hint);
 }
 
@@ -2752,6 +2793,7 @@ struct RawBounds {
   double h;
   int64_t points = 0;  // largest grid used
   Direction dominant = Direction::kRemove;  // the direction of the lower bound
+  ld other_upper = 0;  // a certified upper bound of the other direction (0: symmetric)
 };
 
 // Certified upper and lower bounds on eps(delta) or delta(eps) (both are "larger is less
@@ -2793,6 +2835,7 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
                          &out.points, /*deficit_rule=*/false);
       if (!add_upper.ok()) return Error{add_upper.error()};
       add_needed = !(*add_upper <= out.upper);
+      out.other_upper = *add_upper;
     }
     if (add_needed) {
       auto add = BuildDirection(&*prepared, Direction::kAdd);
@@ -2801,8 +2844,11 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
                                       0, &fft, &out.points);
       if (!add_upper.ok()) return Error{add_upper.error()};
       if (*add_upper > out.upper) {
+        out.other_upper = out.upper;
         out.upper = *add_upper;
         dominant = Direction::kAdd;
+      } else {
+        out.other_upper = *add_upper;
       }
     }
   }
@@ -2897,11 +2943,16 @@ Result<RawBounds> CertifiedBounds(const Event& event, bool target_is_eps, double
     auto comps = BuildDirection(&*prepared, b->dominant);
     if (!comps.ok()) return;
     Eigen::FFT<double> fft;
-    auto lower = DecomposedLowerBound(m, b->dominant, static_cast<int64_t>(count),
-                                      (**comps)[0].upper, prepared->h, target_is_eps, target,
-                                      options.epsilon_tolerance, b->upper, prepared->tail,
-                                      &fft);
+    auto lower = DecomposedBound(m, b->dominant, static_cast<int64_t>(count), false,
+                                 (**comps)[0].upper, prepared->h, target_is_eps, target,
+                                 options.epsilon_tolerance, b->upper, prepared->tail, &fft);
     if (lower.ok()) b->lower = std::max(b->lower, *lower);
+    // The upper bound the same way for that direction; the reported upper bound stays the
+    // maximum over both directions (5).
+    auto upper = DecomposedBound(m, b->dominant, static_cast<int64_t>(count), true,
+                                 (**comps)[0].upper, prepared->h, target_is_eps, target,
+                                 options.epsilon_tolerance, b->upper, prepared->tail, &fft);
+    if (upper.ok()) b->upper = std::min(b->upper, std::max(*upper, b->other_upper));
   };
   try_decomposed(&*bounds);
   bool stalled = false;
@@ -2980,8 +3031,8 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
   return out;
 }
 
-Result<double> DecomposedEpsilonLowerBoundForTesting(const Event& event, double delta,
-                                                     double interval) {
+Result<double> DecomposedEpsilonBoundForTesting(const Event& event, double delta,
+                                                double interval, bool upper) {
   PldOptions options;
   options.discretization_interval = interval;
   const ld tail_budget = static_cast<ld>(delta) * 1e-7L;
@@ -2996,10 +3047,10 @@ Result<double> DecomposedEpsilonLowerBoundForTesting(const Event& event, double 
   auto comps = BuildDirection(&*prepared, Direction::kRemove);
   if (!comps.ok()) return Error{comps.error()};
   Eigen::FFT<double> fft;
-  auto lower = DecomposedLowerBound(m, Direction::kRemove, static_cast<int64_t>(count),
-                                    (**comps)[0].upper, prepared->h, false, delta,
-                                    options.epsilon_tolerance,
-                                    std::numeric_limits<ld>::infinity(), prepared->tail, &fft);
+  auto lower = DecomposedBound(m, Direction::kRemove, static_cast<int64_t>(count), upper,
+                               (**comps)[0].upper, prepared->h, false, delta,
+                               options.epsilon_tolerance, std::numeric_limits<ld>::infinity(),
+                               prepared->tail, &fft);
   if (!lower.ok()) return Error{lower.error()};
   return static_cast<double>(*lower);
 }

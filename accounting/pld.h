@@ -81,11 +81,11 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta,
 Result<DeltaBounds> PldDelta(const Event& event, double epsilon,
                              const PldOptions& options = {});
 
-// For tests only: the decomposed lower bound on epsilon(delta) of pld.cc (7) alone (the
-// remove direction; the event must be one Gaussian or Laplace component, Poisson-sampled or
-// not, used 16 to 1e12 times), on the block tilt of grid spacing `interval`.
-Result<double> DecomposedEpsilonLowerBoundForTesting(const Event& event, double delta,
-                                                     double interval);
+// For tests only: the decomposed lower (upper) bound on epsilon(delta) of pld.cc (7) alone
+// (the remove direction; the event must be one Gaussian or Laplace component,
+// Poisson-sampled or not, used 16 to 1e12 times), with the ordinary grid `interval`.
+Result<double> DecomposedEpsilonBoundForTesting(const Event& event, double delta,
+                                                double interval, bool upper);
 
 // The composed pessimistic PLD of one direction on its grid, for tradeoff curves
 // (//accounting:fdp): masses[j] is an upper bound on the P-probability of loss

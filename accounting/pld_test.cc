@@ -602,11 +602,11 @@ TEST(PldTest, SmallNoiseManyStepsLowerBoundIsTight) {
   }
 }
 
-// The decomposed lower bound of pld.cc (7) (bulk on a fine grid, tail on the block grid,
-// blocks of ~sqrt(T) steps) on its own: below the closed form of the composed Gaussian
-// (q = 1), below the certified upper bound for subsampled and Laplace laws, and close to
-// both (it is meant to be tight).
-TEST(PldTest, DecomposedLowerBoundIsCertified) {
+// The decomposed bounds of pld.cc (7) (bulk on a fine grid, tail on its own grid, blocks
+// of ~sqrt(T) steps) on their own: on the right side of the closed form of the composed
+// Gaussian (q = 1) and of the ordinary certified bounds for subsampled and Laplace laws,
+// and close to them (they are meant to be tight).
+TEST(PldTest, DecomposedBoundsAreCertified) {
   struct Case { double sigma; int64_t steps; double delta; double h; };
   for (const Case& c : {Case{1.0, 16, 1e-5, 1e-2}, Case{4.0, 400, 1e-10, 1e-3},
                         Case{2.0, 10007, 1e-5, 1e-3}}) {
@@ -614,25 +614,33 @@ TEST(PldTest, DecomposedLowerBoundIsCertified) {
     const Event event = *Event::SelfComposed(Gaussian(c.sigma), c.steps);
     const double exact = static_cast<double>(
         GaussianEpsilon(std::sqrt(static_cast<double>(c.steps)) / c.sigma, c.delta));
-    auto lower = DecomposedEpsilonLowerBoundForTesting(event, c.delta, c.h);
+    auto lower = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, false);
     ASSERT_TRUE(lower.ok()) << lower.error();
     EXPECT_LE(*lower, exact * (1 + 1e-12));
     EXPECT_GE(*lower, exact * 0.995);
+    auto upper = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, true);
+    ASSERT_TRUE(upper.ok()) << upper.error();
+    EXPECT_GE(*upper, exact * (1 - 1e-12));
+    EXPECT_LE(*upper, exact * 1.001);
   }
   struct Sampled { double q, sigma; int64_t steps; double h; };
   for (const Sampled& c : {Sampled{0.01, 1.0, 1000, 1e-3}, Sampled{0.001, 0.5, 10000, 4e-5},
                            Sampled{0.0001, 0.5, 10000, 4e-5}}) {
     SCOPED_TRACE(testing::Message() << "q " << c.q << " sigma " << c.sigma << " T " << c.steps);
     const Event event = *DpSgdEvent(c.q, c.sigma, c.steps);
-    auto lower = DecomposedEpsilonLowerBoundForTesting(event, 1e-5, c.h);
+    auto lower = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, false);
     ASSERT_TRUE(lower.ok()) << lower.error();
+    auto upper = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, true);
+    ASSERT_TRUE(upper.ok()) << upper.error();
     auto bounds = PldEpsilon(event, 1e-5);
     ASSERT_TRUE(bounds.ok()) << bounds.error();
     EXPECT_LE(*lower, bounds->epsilon_upper);
     EXPECT_GE(*lower, bounds->epsilon_upper * 0.995);
+    EXPECT_GE(*upper, bounds->epsilon_lower);
+    EXPECT_LE(*upper, bounds->epsilon_upper * 1.005);
   }
   auto laplace = *Event::SelfComposed(*Event::Laplace(5.0), 100);
-  auto lower = DecomposedEpsilonLowerBoundForTesting(laplace, 1e-6, 1e-3);
+  auto lower = DecomposedEpsilonBoundForTesting(laplace, 1e-6, 1e-3, false);
   ASSERT_TRUE(lower.ok()) << lower.error();
   auto bounds = PldEpsilon(laplace, 1e-6);
   ASSERT_TRUE(bounds.ok()) << bounds.error();
