@@ -142,6 +142,8 @@ struct DpConv2dOptions {
 
 class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
  public:
+  // kAuto materialises per-example gradients up to this buffer size (see UseGhost).
+  static constexpr int64_t kMaxPerExampleBufferBytes = int64_t{16} << 20;
   explicit DpConv2dImpl(const DpConv2dOptions& options);
   torch::Tensor forward(const torch::Tensor& input);
 
@@ -163,8 +165,10 @@ class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
   torch::Tensor bias;    // (out)
 
  private:
-  torch::Tensor Unfold(const torch::Tensor& input) const;  // im2col: (b, C*kh*kw, L)
-  torch::Tensor Unfolded();  // Unfold of the whole capture, cached per capture
+  // im2row: (b, C, H, W) -> (b, L, C*kh*kw), row (y, x) = receptive field of output (y, x).
+  torch::Tensor UnfoldRows(const torch::Tensor& input) const;
+  torch::Tensor UnfoldedRows();  // UnfoldRows of the whole capture, cached per capture
+  int64_t UnfoldChunk() const;   // examples per im2row chunk (about 512 KiB)
   bool UseGhost() const;
   DpConv2dOptions options_;
   NormMethod method_ = NormMethod::kAuto;
