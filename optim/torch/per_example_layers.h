@@ -12,9 +12,13 @@
 //   GroupNorm / LayerNorm affine      per-example grad  sum over positions of g * x_hat
 // Norms use "ghost clipping" (Goodfellow 2015; Li et al. 2021, Sec. 4; Bu et al. 2022):
 //   ||G_i^T A_i||_F^2 = <A_i A_i^T, G_i G_i^T>_F            (Li et al. 2021, eq. (4))
-// which never materialises the (out x in) per-example gradient; each layer chooses the
-// cheaper of ghost norms (cost T^2 (d + p)) and materialised gradients (cost T d p) per
-// batch, and reuses its per-example buffer between steps.
+// which never materialises the (out x in) per-example gradient. Linear chooses the cheaper
+// of ghost norms (cost T^2 (d + p)) and materialised gradients (cost T d p) per batch;
+// Conv2d materialises unless its buffer would exceed kMaxPerExampleBufferBytes (with
+// materialised gradients the clipped sum is a weighted sum of the buffer, with ghost norms
+// a second product, so ghost norms only save memory). A per-example buffer lives from the
+// norms to the clipped sum of a physical batch (ClearCapture releases it), so it never
+// adds to the forward pass's peak memory.
 //
 // Activations, pooling, dropout-free reshapes and any other parameter-free module may sit
 // between these layers: they act on each example separately, so autograd's backprops
@@ -42,7 +46,7 @@ namespace dpkit::optim {
 enum class NormMethod {
   kAuto,         // the cheaper of the two, per batch (default)
   kGhost,        // Gram-matrix identity, no per-example gradient
-  kMaterialize,  // per-example gradients in a reused buffer
+  kMaterialize,  // per-example gradients in a buffer held until the clipped sum
 };
 
 // Interface of a layer with per-example gradient rules.
