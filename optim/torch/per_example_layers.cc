@@ -120,9 +120,11 @@ struct AffineFunction : public torch::autograd::Function<AffineFunction> {
 
 // sum_k x_k^2 with each square and the sum in float64: the square of a float is exact in
 // double, and the sum loses about n 2^-53 relative. `omp simd` allows the reduction to be
-// reordered into vector lanes (this target compiles with -fopenmp).
+// reordered into vector lanes (this target compiles with -fopenmp); target_clones adds an
+// AVX2 version chosen at load time on CPUs that have it (MNIST CNN conv2's 2.1 M
+// per-example gradient entries, one thread: 0.19 instead of 0.37 ms).
 template <typename T>
-double SumOfSquares(const T* x, int64_t n) {
+[[gnu::always_inline]] inline double SumOfSquaresImpl(const T* x, int64_t n) {
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t k = 0; k < n; ++k) {
@@ -131,6 +133,14 @@ double SumOfSquares(const T* x, int64_t n) {
   }
   return sum;
 }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DPKIT_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DPKIT_AVX2_CLONES
+#endif
+DPKIT_AVX2_CLONES double SumOfSquares(const float* x, int64_t n) { return SumOfSquaresImpl(x, n); }
+DPKIT_AVX2_CLONES double SumOfSquares(const double* x, int64_t n) { return SumOfSquaresImpl(x, n); }
+#undef DPKIT_AVX2_CLONES
 
 // Per-example squared L2 norms of per_example (B, ...), float64 (B). On the CPU one pass
 // over the data; LibTorch's to(float64).pow(2).sum(1) writes two float64 copies first
