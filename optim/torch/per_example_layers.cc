@@ -341,30 +341,30 @@ torch::Tensor PositionSquaredNorms(const torch::Tensor& a, const torch::Tensor& 
   return SquaredNorms(ParallelBmm(g.transpose(1, 2), a));
 }
 
-// sums[p] += sum_i scale_i * per_example_i for per_example (B, *shape), in place: a
-// (1 x B) by (B x n) product, its n columns split across LibTorch's threads (OpenBLAS runs
-// one thread per call, cpu_threads.h) when it is large.
+// sums[p] += sum_i scale_i * per_example_i for per_example (B, *shape), in place: the
+// matrix-vector product P^T s of P (B x n), as a GEMV (one pass over P; as a (1 x B) by
+// (B x n) GEMM, OpenBLAS first packs all of P), its n entries split across LibTorch's
+// threads (OpenBLAS runs one thread per call, cpu_threads.h) when P is large.
 void AddWeightedSum(const torch::Tensor& scale, const torch::Tensor& per_example,
                     torch::Tensor* sum) {
   const int64_t batch = per_example.size(0);
-  torch::Tensor s = scale.to(per_example.scalar_type()).view({1, batch});
+  torch::Tensor s = scale.to(per_example.scalar_type());
   torch::Tensor p = per_example.reshape({batch, -1});
-  torch::Tensor out = sum->view({1, -1});
+  torch::Tensor out = sum->view({-1});
   const int64_t n = p.size(1);
   // Memory-bound: below ~1 M elements a second thread costs more than it saves (MNIST CNN,
-  // 2 threads: conv1's 256 x 1024 0.16 ms serial, 0.23 ms split; conv2's 256 x 8192 0.63 ms
-  // serial, 0.43 ms split).
+  // 2 threads: conv1's 256 x 1024 0.1 ms serial; conv2's 256 x 8192 0.2 ms, split or not).
   constexpr int64_t kParallelMinElements = int64_t{1} << 20;
   const int64_t parts = batch * n >= kParallelMinElements ? ParallelParts(n, p.is_cpu()) : 1;
   if (parts == 1) {
-    out.addmm_(s, p);
+    out.addmv_(p.t(), s);
     return;
   }
   at::parallel_for(0, parts, 1, [&](int64_t first, int64_t last) {
     torch::NoGradGuard no_grad;
     for (int64_t t = first; t < last; ++t) {
       const int64_t begin = t * n / parts, end = (t + 1) * n / parts;
-      out.narrow(1, begin, end - begin).addmm_(s, p.narrow(1, begin, end - begin));
+      out.narrow(0, begin, end - begin).addmv_(p.narrow(1, begin, end - begin).t(), s);
     }
   });
 }
