@@ -144,7 +144,7 @@ DPKIT_AVX2_CLONES double SumOfSquares(const double* x, int64_t n) { return SumOf
 
 // Per-example squared L2 norms of per_example (B, ...), float64 (B). On the CPU one pass
 // over the data; LibTorch's to(float64).pow(2).sum(1) writes two float64 copies first
-// (MNIST CNN conv2's 256 x 8192 per-example gradients, one thread: 2.7 ms against 0.3 ms).
+// (MNIST CNN conv2's 256 x 8192 per-example gradients, one thread: 2.7 against 0.2 ms).
 torch::Tensor SquaredNorms(const torch::Tensor& per_example) {
   const int64_t batch = per_example.size(0);
   if (per_example.is_cpu() && (per_example.scalar_type() == torch::kFloat32 ||
@@ -537,7 +537,9 @@ int64_t DpConv2dImpl::CapturedBatchSize() const { return capture_.activation.siz
 // is copied into a zero-padded scratch first, so the gather has no bounds checks, and one
 // kernel row (j = 0..kw-1) at dilation 1 is a run of kw consecutive inputs, copied with a
 // compile-time length for the common widths. Debian's LibTorch 1.13 CPU im2col
-// (im2col_out_cpu) bounds-checks and indexes every element, one example after another.
+// (im2col_out_cpu) bounds-checks and indexes every element, one example after another
+// (MNIST CNN conv1, 256 examples, one thread: 4.0 ms); a strided im2col with per-row
+// bounds took 1.6 ms (conv2 1.0 ms), this im2row 0.2 ms (conv2 0.2 ms).
 template <typename T, int kKernelWidth>
 void Im2RowExample(const T* padded, int64_t channels, int64_t padded_h, int64_t padded_w,
                    const DpConv2dOptions& o, int64_t out_h, int64_t out_w, T* out) {
