@@ -34,8 +34,9 @@ bool EnvironmentSets(const char* name) {
 }
 
 // Keeps freed memory in the process (see the header). 32 MiB is the largest mmap threshold
-// glibc accepts on 64-bit (HEAP_MAX_SIZE / 2); blocks above it (per-example buffers of
-// large layers) are allocated once and reused by the layers. A trim threshold of 1 GiB
+// glibc accepts on 64-bit (HEAP_MAX_SIZE / 2): the per-example layers' temporaries and
+// buffers, allocated and freed every step (Conv2d materialises per-example gradients up to
+// 16 MiB), get the same heap memory back each step. A trim threshold of 1 GiB
 // means the heap top is returned to the OS only after a very large transient peak.
 bool TuneAllocator() {
 #if defined(__GLIBC__)

@@ -12,9 +12,13 @@
 //   GroupNorm / LayerNorm affine      per-example grad  sum over positions of g * x_hat
 // Norms use "ghost clipping" (Goodfellow 2015; Li et al. 2021, Sec. 4; Bu et al. 2022):
 //   ||G_i^T A_i||_F^2 = <A_i A_i^T, G_i G_i^T>_F            (Li et al. 2021, eq. (4))
-// which never materialises the (out x in) per-example gradient; each layer chooses the
-// cheaper of ghost norms (cost T^2 (d + p)) and materialised gradients (cost T d p) per
-// batch, and reuses its per-example buffer between steps.
+// which never materialises the (out x in) per-example gradient. Linear chooses the cheaper
+// of ghost norms (cost T^2 (d + p)) and materialised gradients (cost T d p) per batch;
+// Conv2d materialises unless its buffer would exceed kMaxPerExampleBufferBytes (with
+// materialised gradients the clipped sum is a weighted sum of the buffer, with ghost norms
+// a second product, so ghost norms only save memory). A per-example buffer lives from the
+// norms to the clipped sum of a physical batch (ClearCapture releases it), so it never
+// adds to the forward pass's peak memory.
 //
 // Activations, pooling, dropout-free reshapes and any other parameter-free module may sit
 // between these layers: they act on each example separately, so autograd's backprops
@@ -42,7 +46,7 @@ namespace dpkit::optim {
 enum class NormMethod {
   kAuto,         // the cheaper of the two, per batch (default)
   kGhost,        // Gram-matrix identity, no per-example gradient
-  kMaterialize,  // per-example gradients in a reused buffer
+  kMaterialize,  // per-example gradients in a buffer held until the clipped sum
 };
 
 // Interface of a layer with per-example gradient rules.
@@ -142,6 +146,8 @@ struct DpConv2dOptions {
 
 class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
  public:
+  // kAuto materialises per-example gradients up to this buffer size (see UseGhost).
+  static constexpr int64_t kMaxPerExampleBufferBytes = int64_t{16} << 20;
   explicit DpConv2dImpl(const DpConv2dOptions& options);
   torch::Tensor forward(const torch::Tensor& input);
 
@@ -163,8 +169,10 @@ class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
   torch::Tensor bias;    // (out)
 
  private:
-  torch::Tensor Unfold(const torch::Tensor& input) const;  // im2col: (b, C*kh*kw, L)
-  torch::Tensor Unfolded();  // Unfold of the whole capture, cached per capture
+  // im2row: (b, C, H, W) -> (b, L, C*kh*kw), row (y, x) = receptive field of output (y, x).
+  torch::Tensor UnfoldRows(const torch::Tensor& input) const;
+  torch::Tensor UnfoldedRows();  // UnfoldRows of the whole capture, cached per capture
+  int64_t UnfoldChunk() const;   // examples per im2row chunk (about 512 KiB)
   bool UseGhost() const;
   DpConv2dOptions options_;
   NormMethod method_ = NormMethod::kAuto;

@@ -295,6 +295,154 @@ TEST(PerExampleLayersTest, DilatedStridedPaddedConv2dMatchesBatchSizeOneLoop) {
                    torch::randint(0, 2, {4}, torch::kLong));
 }
 
+struct SingleConvNet : torch::nn::Module {
+  DpConv2d conv{nullptr};
+  DpLinear fc{nullptr};
+  SingleConvNet(const DpConv2dOptions& o, int64_t positions) {
+    conv = register_module("conv", DpConv2d(o));
+    fc = register_module("fc", DpLinear(o.out_channels * positions, 2));
+  }
+};
+
+TEST(PerExampleLayersTest, Conv2dKernelWidthsStridesPaddingsAndDilationsMatchBatchSizeOneLoop) {
+  // im2row copies a kernel row with a compile-time length for widths 2, 3, 4, 5, 7 and 8 at
+  // dilation 1, and element by element otherwise (widths 1, 6, 9; dilation 2); padding
+  // goes through a zero-padded copy of each example. Every combination must give the
+  // loop's gradients, norms and clipped sums.
+  torch::manual_seed(11);
+  for (int64_t width = 1; width <= 9; ++width) {
+    for (int64_t stride : {1, 2}) {
+      for (int64_t padding : {0, 2}) {
+        for (int64_t dilation : {1, 2}) {
+          DpConv2dOptions o;
+          o.in_channels = 2; o.out_channels = 3; o.kernel_size = {2, width};
+          o.stride = {stride, stride}; o.padding = {padding, padding};
+          o.dilation = {dilation, dilation};
+          const int64_t height = 5, input_width = 18;
+          const int64_t out_h = (height + 2 * padding - dilation - 1) / stride + 1;
+          const int64_t out_w = (input_width + 2 * padding - dilation * (width - 1) - 1) / stride + 1;
+          auto net = std::make_shared<SingleConvNet>(o, out_h * out_w);
+          net->to(torch::kFloat64);
+          auto body = [&](const torch::Tensor& x, bool reference) {
+            torch::Tensor h = reference ? torch::conv2d(x, net->conv->weight, net->conv->bias,
+                                                        stride, padding, dilation)
+                                        : net->conv(x);
+            h = torch::tanh(h).flatten(1);
+            return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+          };
+          TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                          [&](const torch::Tensor& x) { return body(x, true); }};
+          SCOPED_TRACE(testing::Message() << "kernel 2x" << width << " stride " << stride
+                                          << " padding " << padding << " dilation " << dilation);
+          CheckAgainstLoop(model, torch::randn({3, 2, height, input_width}, torch::kFloat64),
+                           torch::randint(0, 2, {3}, torch::kLong));
+        }
+      }
+    }
+  }
+}
+
+struct MnistShapedConvNet : torch::nn::Module {
+  DpConv2d conv1{nullptr}, conv2{nullptr};
+  DpLinear fc{nullptr};
+  MnistShapedConvNet() {
+    // The MNIST CNN's convolutions (models/mnist_models.h): 16@8x8 stride 2 padding 3 on
+    // 28x28, max-pool 2 stride 1, 32@4x4 stride 2.
+    DpConv2dOptions o1;
+    o1.in_channels = 1; o1.out_channels = 16; o1.kernel_size = {8, 8}; o1.stride = {2, 2};
+    o1.padding = {3, 3};
+    DpConv2dOptions o2;
+    o2.in_channels = 16; o2.out_channels = 32; o2.kernel_size = {4, 4}; o2.stride = {2, 2};
+    conv1 = register_module("conv1", DpConv2d(o1));
+    conv2 = register_module("conv2", DpConv2d(o2));
+    fc = register_module("fc", DpLinear(32 * 5 * 5, 3));
+  }
+};
+
+TEST(PerExampleLayersTest, MnistCnnConvolutionsMatchBatchSizeOneLoop) {
+  torch::manual_seed(12);
+  auto net = std::make_shared<MnistShapedConvNet>();
+  net->to(torch::kFloat64);
+  auto body = [&](const torch::Tensor& x, bool reference) {
+    torch::Tensor h = reference ? torch::conv2d(x, net->conv1->weight, net->conv1->bias, 2, 3)
+                                : net->conv1(x);
+    h = F::max_pool2d(torch::relu(h), F::MaxPool2dFuncOptions(2).stride(1));  // 14 -> 13
+    h = reference ? torch::conv2d(h, net->conv2->weight, net->conv2->bias, 2) : net->conv2(h);
+    h = torch::relu(h).flatten(1);  // 32 x 5 x 5
+    return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
+  };
+  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
+                  [&](const torch::Tensor& x) { return body(x, true); }};
+  CheckAgainstLoop(model, torch::rand({3, 1, 28, 28}, torch::kFloat64),
+                   torch::randint(0, 3, {3}, torch::kLong));
+}
+
+TEST(PerExampleLayersTest, Float32ConvolutionNormsAndSumsAgreeWithFloat64) {
+  // The float32 instantiations of im2row and of the squared norms: the same layer and
+  // inputs in float32 and float64, materialised (kAuto: the buffer is small) and ghost.
+  torch::manual_seed(13);
+  DpConv2dOptions o;
+  o.in_channels = 16; o.out_channels = 32; o.kernel_size = {4, 4}; o.stride = {2, 2};
+  DpConv2d conv32(o), conv64(o);
+  {
+    torch::NoGradGuard no_grad;
+    conv64->to(torch::kFloat64);
+    conv64->weight.copy_(conv32->weight);
+    conv64->bias.copy_(conv32->bias);
+  }
+  torch::Tensor x = torch::randn({6, 16, 13, 13});
+  torch::Tensor target = torch::randn({6, 32, 5, 5});
+  (conv32(x) * target).sum().backward();
+  (conv64(x.to(torch::kFloat64)) * target.to(torch::kFloat64)).sum().backward();
+  torch::Tensor scales = torch::rand({6}, torch::kFloat64);
+  // float32 products go through oneDNN's sgemm where LibTorch has it (float64 through
+  // at::bmm_out); at 2 threads each thread multiplies its own half of the batch.
+  const int threads = torch::get_num_threads();
+  for (int t : {1, 2}) {
+    torch::set_num_threads(t);
+    for (NormMethod method : {NormMethod::kAuto, NormMethod::kGhost}) {
+      conv32->SetNormMethod(method);
+      conv64->SetNormMethod(method);
+      std::vector<torch::Tensor> norms32, norms64;
+      conv32->AppendSquaredNorms(&norms32);
+      conv64->AppendSquaredNorms(&norms64);
+      std::vector<torch::Tensor> sums32 = conv32->ScaledGradientSums({scales, scales});
+      std::vector<torch::Tensor> sums64 = conv64->ScaledGradientSums({scales, scales});
+      for (size_t k = 0; k < 2; ++k) {
+        // float32 products of 25-400 terms: relative rounding ~400 * 6e-8; 1e-4 leaves
+        // margin.
+        EXPECT_LT(RelativeError(norms32[k], norms64[k]), 1e-4)
+            << t << " threads, method " << static_cast<int>(method);
+        EXPECT_LT(RelativeError(sums32[k], sums64[k]), 1e-4)
+            << t << " threads, method " << static_cast<int>(method);
+      }
+    }
+  }
+  torch::set_num_threads(threads);
+}
+
+struct LargeLinearNet : torch::nn::Module {
+  DpLinear fc{nullptr};
+  LargeLinearNet() { fc = register_module("fc", DpLinear(1024, 640)); }
+};
+
+TEST(PerExampleLayersTest, LargeWeightedSumSplitAcrossTwoThreadsMatchesBatchSizeOneLoop) {
+  // Materialised per-example gradients of 2 x 640 x 1024 = 1.3 M elements: at 2 threads
+  // the clip-factor-weighted sum splits the columns across the threads (from 1 M elements).
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  torch::manual_seed(14);
+  auto net = std::make_shared<LargeLinearNet>();
+  net->to(torch::kFloat64);
+  TestModel model{net, [&](const torch::Tensor& x) { return net->fc(x); },
+                  [&](const torch::Tensor& x) {
+                    return F::linear(x, net->fc->weight, net->fc->bias);
+                  }};
+  CheckAgainstLoop(model, torch::randn({2, 1024}, torch::kFloat64),
+                   torch::randint(0, 640, {2}, torch::kLong));
+  torch::set_num_threads(threads);
+}
+
 struct EmbeddingNet : torch::nn::Module {
   DpEmbedding embedding{nullptr};
   DpLayerNorm norm{nullptr};
