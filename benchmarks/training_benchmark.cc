@@ -14,6 +14,11 @@
 // non-private step). For wall-clock figures on such a machine, `chrt -f 10` (root) keeps
 // other processes off the two cores while it runs.
 //   BM_NonPrivateStepPhases / BM_DpSgdStepPhases  per-phase breakdown (see below).
+//   BM_NonPrivateEpoch / BM_DpSgdEpoch  one whole epoch each (the measure): 60000
+//   MNIST-sized synthetic examples, 235 Poisson batches of expected size 256 drawn by
+//   optim::StepRecordSampler with the same seeded test generator for both modes (batch
+//   selection only; the DP noise comes from the secure generator), gathered from the data
+//   tensor per step. Argument: threads. Not in the gate (several seconds each).
 // The counter peak_rss_mb is the process's peak resident memory: run one benchmark per
 // process (--benchmark_filter) to compare peak memory of the two modes.
 //
@@ -48,6 +53,7 @@
 
 #include "mechanisms/random.h"
 #include "models/mnist_models.h"
+#include "optim/poisson_sampler.h"
 #include "optim/torch/cpu_threads.h"
 #include "optim/torch/dp_optimizer.h"
 
@@ -156,6 +162,86 @@ void DpSgdCnnSteps(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(loss.data_ptr());
   }
+}
+
+// One epoch of Poisson batches (see the file comment): the batches' index lists, the same
+// for both modes.
+constexpr int64_t kEpochExamples = 60000;
+std::vector<std::vector<int64_t>> EpochBatches() {
+  auto sampler = dpkit::optim::StepRecordSampler::Create(kEpochExamples, 256, 1, false);
+  std::vector<std::vector<int64_t>> out;
+  if (!sampler.ok()) return out;
+  dpkit::mechanisms::SeededRandomGeneratorForTesting rng(7);
+  for (int64_t step = 0; step < sampler->steps_per_epoch(); ++step) {
+    auto batch = sampler->Next(step, rng);
+    if (!batch.ok()) return {};
+    out.push_back(batch->examples);
+  }
+  return out;
+}
+
+void BM_NonPrivateEpoch(benchmark::State& state) {
+  dpkit::optim::ConfigureCpuThreads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  dpkit::models::PlainMnistCnn model;
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.25));
+  const torch::Tensor x = torch::rand({kEpochExamples, 1, 28, 28});
+  const torch::Tensor y = torch::randint(0, 10, {kEpochExamples}, torch::kLong);
+  const std::vector<std::vector<int64_t>> batches = EpochBatches();
+  if (batches.empty()) {
+    state.SkipWithError("no Poisson batches");
+    return;
+  }
+  for (auto _ : state) {
+    for (const std::vector<int64_t>& batch : batches) {
+      if (batch.empty()) continue;
+      const torch::Tensor index = torch::tensor(batch, torch::kLong);
+      sgd.zero_grad();
+      torch::Tensor loss =
+          F::cross_entropy(model->forward(x.index_select(0, index)), y.index_select(0, index));
+      loss.backward();
+      sgd.step();
+      benchmark::DoNotOptimize(loss.data_ptr());
+    }
+  }
+  state.counters["steps"] = static_cast<double>(batches.size());
+}
+
+void BM_DpSgdEpoch(benchmark::State& state) {
+  dpkit::optim::ConfigureCpuThreads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  dpkit::models::MnistCnn model;
+  std::unique_ptr<dpkit::optim::DpOptimizer> dp =
+      MakeDpSgd(state, *model, 1.3, 1.5, 256.0 / kEpochExamples);
+  if (dp == nullptr) return;
+  const torch::Tensor x = torch::rand({kEpochExamples, 1, 28, 28});
+  const torch::Tensor y = torch::randint(0, 10, {kEpochExamples}, torch::kLong);
+  const std::vector<std::vector<int64_t>> batches = EpochBatches();
+  if (batches.empty()) {
+    state.SkipWithError("no Poisson batches");
+    return;
+  }
+  for (auto _ : state) {
+    for (const std::vector<int64_t>& batch : batches) {
+      // An empty Poisson batch is still a step: noise only.
+      if (!batch.empty()) {
+        const torch::Tensor index = torch::tensor(batch, torch::kLong);
+        torch::Tensor loss =
+            F::cross_entropy(model->forward(x.index_select(0, index)), y.index_select(0, index),
+                             F::CrossEntropyFuncOptions().reduction(torch::kSum));
+        loss.backward();
+        if (!dp->AccumulatePhysicalBatch().ok()) {
+          state.SkipWithError("DP accumulate failed");
+          return;
+        }
+      }
+      if (!dp->Step().ok()) {
+        state.SkipWithError("DP step failed");
+        return;
+      }
+    }
+  }
+  state.counters["steps"] = static_cast<double>(batches.size());
 }
 
 // Phase breakdown of the two steps (diagnostics for thread scaling). Per phase, three
@@ -422,5 +508,8 @@ BENCHMARK(BM_NonPrivateEmbeddingStep)->Args({256, 1})->Unit(benchmark::kMillisec
 BENCHMARK(BM_DpSgdEmbeddingStep)->Args({256, 1})->Unit(benchmark::kMillisecond)->Iterations(5);
 
 }  // namespace
+
+BENCHMARK(BM_NonPrivateEpoch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_DpSgdEpoch)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 BENCHMARK_MAIN();
