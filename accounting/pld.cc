@@ -298,11 +298,20 @@ struct BaseTails {
   ld atoms = std::numeric_limits<ld>::quiet_NaN();
 };
 
-BaseTails GaussianTails(ld sigma, ld t) {
+// t_err bounds the error of the threshold t itself (Poisson subsampling's map, see
+// SubsampledThreshold): each tail then moves by at most the density of z = s t +- 1/(2s)
+// times s t_err, which goes into a_err / b_err (twice that, as a margin).
+BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0) {
   // A = N(0, s^2), B = N(1, s^2): ell(o) = (2o - 1)/(2 s^2); ell > t <=> o > s^2 t + 1/2.
   BaseTails r;
   const ld za = sigma * t + 0.5L / sigma;
   const ld zb = sigma * t - 0.5L / sigma;
+  if (t_err > 0) {
+    const ld dz = sigma * t_err;
+    auto density = [](ld z) { return std::exp(-z * z / 2) / std::sqrt(2 * static_cast<ld>(M_PI)); };
+    r.a_err = 2 * density(std::max<ld>(std::fabs(za) - dz, 0)) * dz;
+    r.b_err = 2 * density(std::max<ld>(std::fabs(zb) - dz, 0)) * dz;
+  }
   if (za >= 0) {
     r.a_above = NormalUpper(za);
     r.a_below = 1 - r.a_above;
@@ -320,17 +329,34 @@ BaseTails GaussianTails(ld sigma, ld t) {
   return r;
 }
 
-BaseTails LaplaceTails(ld b, ld t, bool inclusive) {
+// t_err as for GaussianTails: inside (-1/b, 1/b) the tails have density at most 1/4 in
+// ell; within 2 t_err of an atom (ell = +-1/b) the side the atom falls on is uncertain and
+// its mass (at most 1/2) is added to the errors.
+BaseTails LaplaceTails(ld b, ld t, bool inclusive, ld t_err = 0) {
   // A = Lap(0, b), B = Lap(1, b): ell(o) = (|o| - |o - 1|)/b in [-1/b, 1/b], with atoms
   // A(ell = -1/b) = 1/2, A(ell = 1/b) = e^{-1/b}/2, B(ell = -1/b) = e^{-1/b}/2,
   // B(ell = 1/b) = 1/2. Inside, ell > t <=> o > (b t + 1)/2.
   const ld lo = -1 / b, hi = 1 / b;
   const bool all = inclusive ? t <= lo : t < lo;
   const bool none = inclusive ? t > hi : t >= hi;
-  if (all) return {1, 0, 1, 0};
-  if (none) return {0, 1, 0, 1};
+  ld err = 0;
+  if (t_err > 0) {
+    err = t_err / 2;
+    if (std::fabs(t - lo) <= 2 * t_err || std::fabs(t - hi) <= 2 * t_err) err += 0.5L;
+  }
+  if (all) {
+    BaseTails r{1, 0, 1, 0};
+    r.a_err = r.b_err = err;
+    return r;
+  }
+  if (none) {
+    BaseTails r{0, 1, 0, 1};
+    r.a_err = r.b_err = err;
+    return r;
+  }
   const ld o = std::min<ld>(1, std::max<ld>(0, (b * t + 1) / 2));
   BaseTails r;
+  r.a_err = r.b_err = err;
   r.a_above = 0.5L * std::exp(-o / b);
   r.a_below = 1 - r.a_above;
   r.b_below = 0.5L * std::exp(-(1 - o) / b);
@@ -565,12 +591,12 @@ BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, l
 // rounding error of t (used by the lattice base only).
 BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
                       const DiscreteGaussianTails* dg) {
-  if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t);
+  if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t, t_err);
   if (m.base == Base::kDiscreteGaussian) {
     return DiscreteGaussianBaseTails(*dg, m.parameter, static_cast<ld>(m.sensitivity), t, t_err,
                                      inclusive);
   }
-  return LaplaceTails(m.parameter, t, inclusive);
+  return LaplaceTails(m.parameter, t, inclusive, t_err);
 }
 
 // Tails of the privacy loss L of one direction at l: P(L > l), P(L <= l), Q(L > l),
@@ -585,13 +611,15 @@ struct LossTails {
 // directions, with l -> -l for add), and a bound on its error against the exact value at
 // the grid point l.
 ld SubsampledThreshold(ld l, ld q, ld* t_err) {
-  const ld v = std::expm1(l) + q;
-  const ld t = std::log(v) - std::log(q);
-  // Errors of expm1 (2 ulps) and of the sum (1 ulp of v), then of the logs (2 ulps of each
-  // result), with a factor 2 of margin.
-  const ld dv = kLdUnit * (2 * std::fabs(std::expm1(l)) + v);
-  *t_err = 2 * dv / v + 4 * kLdUnit * (std::fabs(std::log(v)) + std::fabs(std::log(q)) +
-                                       std::fabs(t) + 1);
+  // t = log(1 + (e^l - 1)/q) (the caller checked e^l - 1 + q > 0, i.e. r > -1), computed
+  // as log1p(r) so that its error is relative to t (log(v) - log(q) would carry an absolute
+  // error of a few ulps of |log q| even where t is tiny, e.g. t ~ 1e-3 for q = 1e-4).
+  const ld r = std::expm1(l) / q;
+  const ld t = std::log1p(r);
+  // r carries expm1's 2 ulps and the division's 1 (3 ulps relative); log1p moves that by
+  // |dr| / (1 + r) and adds 2 ulps of t. Factor 2 of margin.
+  *t_err = 2 * (4 * kLdUnit * std::fabs(r) / (1 + r) + 2 * kLdUnit * std::fabs(t)) +
+           LDBL_MIN;
   return t;
 }
 
