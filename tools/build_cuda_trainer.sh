@@ -30,14 +30,18 @@ done
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo 1)
 CUDA_LIBS=""
 [ -e "$TORCH/lib/libtorch_cuda.so" ] && CUDA_LIBS="-ltorch_cuda -lc10_cuda"
+# tools/dpkit_main.cc plus the sources of //tools:train_command and its dependencies; keep in
+# sync with: bazel query 'kind("source file", deps(//tools:train_command))' | grep '\.cc$'
 SOURCES=(
   tools/dpkit_main.cc tools/cli.cc tools/command.cc tools/common_flags.cc tools/train_command.cc
   models/trainer_registry.cc models/idx_reader.cc models/mnist_models.cc
-  models/training_ledger.cc models/mnist_trainer.cc
+  models/training_ledger.cc models/mnist_trainer.cc models/dp_training_loop.cc
+  models/dp_step_options.cc
   optim/clipping.cc optim/poisson_sampler.cc
   optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc optim/torch/cpu_threads.cc
   mechanisms/random.cc mechanisms/gaussian.cc
   accounting/event.cc accounting/rdp.cc accounting/gdp.cc accounting/ledger.cc
+  accounting/pld.cc accounting/conversions.cc accounting/calibrate.cc
   accounting/internal/format.cc accounting/internal/json_parse.cc
 )
 ABSL_LIBS=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so 2>/dev/null | sed -E 's|.*/lib(absl_[a-z0-9_]+)\.so|-l\1|' | tr '\n' ' ')
