@@ -164,20 +164,36 @@ void DpSgdCnnSteps(benchmark::State& state) {
   }
 }
 
-// One epoch of Poisson batches (see the file comment): the batches' index lists, the same
-// for both modes.
+// One epoch (see the file comment): synthetic MNIST-sized examples and the Poisson batches'
+// index lists, the same for both modes; `ok` is false (and the benchmark marked as failed)
+// if the batches cannot be drawn.
 constexpr int64_t kEpochExamples = 60000;
-std::vector<std::vector<int64_t>> EpochBatches() {
+struct EpochData {
+  torch::Tensor x, y;
+  std::vector<std::vector<int64_t>> batches;
+  bool ok = false;
+};
+EpochData MakeEpochData(benchmark::State& state) {
+  EpochData data;
+  data.x = torch::rand({kEpochExamples, 1, 28, 28});
+  data.y = torch::randint(0, 10, {kEpochExamples}, torch::kLong);
   auto sampler = dpkit::optim::StepRecordSampler::Create(kEpochExamples, 256, 1, false);
-  std::vector<std::vector<int64_t>> out;
-  if (!sampler.ok()) return out;
+  if (!sampler.ok()) {
+    state.SkipWithError("no Poisson sampler");
+    return data;
+  }
   dpkit::mechanisms::SeededRandomGeneratorForTesting rng(7);
   for (int64_t step = 0; step < sampler->steps_per_epoch(); ++step) {
     auto batch = sampler->Next(step, rng);
-    if (!batch.ok()) return {};
-    out.push_back(batch->examples);
+    if (!batch.ok()) {
+      state.SkipWithError("no Poisson batch");
+      return data;
+    }
+    data.batches.push_back(batch->examples);
   }
-  return out;
+  state.counters["steps"] = static_cast<double>(data.batches.size());
+  data.ok = true;
+  return data;
 }
 
 void BM_NonPrivateEpoch(benchmark::State& state) {
@@ -185,26 +201,20 @@ void BM_NonPrivateEpoch(benchmark::State& state) {
   torch::manual_seed(0);
   dpkit::models::PlainMnistCnn model;
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.25));
-  const torch::Tensor x = torch::rand({kEpochExamples, 1, 28, 28});
-  const torch::Tensor y = torch::randint(0, 10, {kEpochExamples}, torch::kLong);
-  const std::vector<std::vector<int64_t>> batches = EpochBatches();
-  if (batches.empty()) {
-    state.SkipWithError("no Poisson batches");
-    return;
-  }
+  const EpochData data = MakeEpochData(state);
+  if (!data.ok) return;
   for (auto _ : state) {
-    for (const std::vector<int64_t>& batch : batches) {
+    for (const std::vector<int64_t>& batch : data.batches) {
       if (batch.empty()) continue;
       const torch::Tensor index = torch::tensor(batch, torch::kLong);
       sgd.zero_grad();
-      torch::Tensor loss =
-          F::cross_entropy(model->forward(x.index_select(0, index)), y.index_select(0, index));
+      torch::Tensor loss = F::cross_entropy(model->forward(data.x.index_select(0, index)),
+                                            data.y.index_select(0, index));
       loss.backward();
       sgd.step();
       benchmark::DoNotOptimize(loss.data_ptr());
     }
   }
-  state.counters["steps"] = static_cast<double>(batches.size());
 }
 
 void BM_DpSgdEpoch(benchmark::State& state) {
@@ -214,21 +224,16 @@ void BM_DpSgdEpoch(benchmark::State& state) {
   std::unique_ptr<dpkit::optim::DpOptimizer> dp =
       MakeDpSgd(state, *model, 1.3, 1.5, 256.0 / kEpochExamples);
   if (dp == nullptr) return;
-  const torch::Tensor x = torch::rand({kEpochExamples, 1, 28, 28});
-  const torch::Tensor y = torch::randint(0, 10, {kEpochExamples}, torch::kLong);
-  const std::vector<std::vector<int64_t>> batches = EpochBatches();
-  if (batches.empty()) {
-    state.SkipWithError("no Poisson batches");
-    return;
-  }
+  const EpochData data = MakeEpochData(state);
+  if (!data.ok) return;
   for (auto _ : state) {
-    for (const std::vector<int64_t>& batch : batches) {
+    for (const std::vector<int64_t>& batch : data.batches) {
       // An empty Poisson batch is still a step: noise only.
       if (!batch.empty()) {
         const torch::Tensor index = torch::tensor(batch, torch::kLong);
-        torch::Tensor loss =
-            F::cross_entropy(model->forward(x.index_select(0, index)), y.index_select(0, index),
-                             F::CrossEntropyFuncOptions().reduction(torch::kSum));
+        torch::Tensor loss = F::cross_entropy(
+            model->forward(data.x.index_select(0, index)), data.y.index_select(0, index),
+            F::CrossEntropyFuncOptions().reduction(torch::kSum));
         loss.backward();
         if (!dp->AccumulatePhysicalBatch().ok()) {
           state.SkipWithError("DP accumulate failed");
@@ -241,7 +246,6 @@ void BM_DpSgdEpoch(benchmark::State& state) {
       }
     }
   }
-  state.counters["steps"] = static_cast<double>(batches.size());
 }
 
 // Phase breakdown of the two steps (diagnostics for thread scaling). Per phase, three
