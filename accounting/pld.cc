@@ -306,12 +306,7 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0) {
   BaseTails r;
   const ld za = sigma * t + 0.5L / sigma;
   const ld zb = sigma * t - 0.5L / sigma;
-  if (t_err > 0) {
-    const ld dz = sigma * t_err;
-    auto density = [](ld z) { return std::exp(-z * z / 2) / std::sqrt(2 * static_cast<ld>(M_PI)); };
-    r.a_err = 2 * density(std::max<ld>(std::fabs(za) - dz, 0)) * dz;
-    r.b_err = 2 * density(std::max<ld>(std::fabs(zb) - dz, 0)) * dz;
-  }
+  // (The threshold error is added below, once the tails are known.)
   if (za >= 0) {
     r.a_above = NormalUpper(za);
     r.a_below = 1 - r.a_above;
@@ -325,6 +320,18 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0) {
   } else {
     r.b_below = NormalUpper(-zb);
     r.b_above = 1 - r.b_below;
+  }
+  if (t_err > 0) {
+    // The density near z, without another exp: phi(z) <= 0.4, and for |z| >= 1 the Mills
+    // ratio gives phi(z) <= (smaller tail) (1 + z^2) / |z|; dz is far below 1/|z|, so
+    // the factor 2 also covers phi's change over [|z| - dz, |z| + dz].
+    const ld dz = sigma * t_err;
+    auto density = [](ld z, ld tail) {
+      const ld a = std::fabs(z);
+      return a >= 1 ? std::min<ld>(0.4L, tail * (1 + a * a) / a) : 0.4L;
+    };
+    r.a_err = 2 * density(za, std::min(r.a_above, r.a_below)) * dz;
+    r.b_err = 2 * density(zb, std::min(r.b_above, r.b_below)) * dz;
   }
   return r;
 }
@@ -2225,7 +2232,7 @@ Result<const std::vector<ComponentPmfs>*> BuildDirection(Prepared* p, Direction 
     }
     FillLogs(&c.upper);
     FillLogs(&c.lower);
-    if (!c.lower_alt.mass.empty()) FillLogs(&c.lower_alt);
+    // lower_alt's logs are filled only if it is composed (CertifiedBoundsOnGrid).
     out->push_back(std::move(c));
   }
   return out;
@@ -2894,7 +2901,9 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
   for (const ComponentPmfs& c : comps) has_alt = has_alt || !c.lower_alt.mass.empty();
   if (has_alt && out.upper - out.lower > 10 * static_cast<ld>(tol) * out.upper) {
     for (ComponentPmfs& c : comps) {
-      if (!c.lower_alt.mass.empty()) std::swap(c.lower, c.lower_alt);
+      if (c.lower_alt.mass.empty()) continue;
+      if (c.lower_alt.log_mass.size() != c.lower_alt.mass.size()) FillLogs(&c.lower_alt);
+      std::swap(c.lower, c.lower_alt);
     }
     auto alt = DirectionBound(comps, false, prepared->h, target_is_eps, target, tol, out.upper,
                               &fft, &out.points);
