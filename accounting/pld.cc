@@ -875,10 +875,10 @@ void ChainLowerPmf(int64_t lo, double h, const std::vector<ld>& d_up,
 // has delta-curve g2 on [x_k, inf) and below g1 on [0, x_k]. k is taken just below the
 // highest grid point where g2 is certifiably above g1 (the tail), so the chain's exact
 // bottom and the tangent PMF's tail are both kept; without such a point the chain is used.
-void CombineLowerPmfs(double h, const Pmf& g1, const Pmf& g2, Pmf* out) {
+void CombineLowerPmfs(double h, Pmf g1, const Pmf& g2, Pmf* out) {
   const int64_t m = static_cast<int64_t>(g1.mass.size());
   if (m == 0 || static_cast<int64_t>(g2.mass.size()) != m || g1.min_index != g2.min_index) {
-    *out = g1;
+    *out = std::move(g1);
     return;
   }
   const ld u = kLdUnit;
@@ -907,14 +907,15 @@ void CombineLowerPmfs(double h, const Pmf& g1, const Pmf& g2, Pmf* out) {
       break;
     }
   }
-  *out = g1;
+  const ld infinity_mass = std::min(g1.infinity_mass, g2.infinity_mass);
+  *out = std::move(g1);
   if (better < 0) return;
   for (int64_t k = better - 1; k >= 0; --k) {
     if (!(c1[k] * (1 - rel(k)) >= c2[k] * (1 + rel(k)))) continue;
     const ld p_star = (t1[k] * (1 - rel(k)) - t2[k + 1] * (1 + rel(k + 1))) * (1 - 2 * u);
     if (!(p_star >= 0)) continue;
     for (int64_t j = k; j < m; ++j) out->mass[j] = j == k ? p_star : g2.mass[j];
-    out->infinity_mass = std::min(g1.infinity_mass, g2.infinity_mass);
+    out->infinity_mass = infinity_mass;
     return;
   }
 }
@@ -948,7 +949,7 @@ void CellsToPmfs(int64_t lo, double h, const std::vector<ld>& c_up, const std::v
   Pmf tangent, chain;
   TangentLowerPmf(lo, h, c_up, d_up, c_lo, d_lo, &tangent);
   ChainLowerPmf(lo, h, d_up, c_lo, d_lo, &chain);
-  CombineLowerPmfs(h, chain, tangent, lower);
+  CombineLowerPmfs(h, std::move(chain), tangent, lower);
   if (lower_alt != nullptr) *lower_alt = std::move(tangent);
 }
 
@@ -2819,6 +2820,44 @@ Result<ld> DecomposedBound(const Mechanism& m, Direction dir, int64_t total, boo
   return target_is_eps ? DeltaAt(curve, target) : EpsilonFor(curve, target, hint);
 }
 
+// The decomposed bounds (7) of an event made of one Gaussian or Laplace component used 16
+// to 1e12 times, in direction `dir`, on the grid spacing options.discretization_interval
+// (the tilt and the block grid follow from it): the lower and/or upper bound asked for
+// (the other stays an error). An error where the event does not have that form.
+struct DecomposedResults {
+  Result<ld> lower = Error{"not asked for"};
+  Result<ld> upper = Error{"not asked for"};
+};
+Result<DecomposedResults> DecomposedBoundsForEvent(const Event& event,
+                                                   const PldOptions& options, ld tail_budget,
+                                                   Direction dir, bool want_lower,
+                                                   bool want_upper, bool target_is_eps,
+                                                   double target, ld hint) {
+  auto prepared = Prepare(event, options, tail_budget);
+  if (!prepared.ok()) return Error{prepared.error()};
+  if (prepared->flat.size() != 1) return Error{"one component only"};
+  const Mechanism m = prepared->flat[0].first;
+  const double count = prepared->flat[0].second;
+  if (!(count >= 16 && count <= 1e12 && count == std::floor(count))) {
+    return Error{"16 to 1e12 uses only"};
+  }
+  if (!(m.base == Base::kGaussian || m.base == Base::kLaplace)) {
+    return Error{"Gaussian or Laplace components only"};
+  }
+  auto comps = BuildDirection(&*prepared, dir);
+  if (!comps.ok()) return Error{comps.error()};
+  Eigen::FFT<double> fft;
+  DecomposedResults out;
+  for (const bool upper : {false, true}) {
+    if (!(upper ? want_upper : want_lower)) continue;
+    (upper ? out.upper : out.lower) =
+        DecomposedBound(m, dir, static_cast<int64_t>(count), upper, (**comps)[0].upper,
+                        prepared->h, target_is_eps, target, options.epsilon_tolerance, hint,
+                        prepared->tail, &fft);
+  }
+  return out;
+}
+
 // A coarse grid (this factor times the grid spacing: error ~36x larger, work ~6x
 // smaller) decides whether the add direction can matter; see CertifiedBounds.
 constexpr double kCoarseFactor = 6;
@@ -2971,25 +3010,15 @@ Result<RawBounds> CertifiedBounds(const Event& event, bool target_is_eps, double
     decomposed_h = b->h;
     PldOptions at_grid = options;
     at_grid.discretization_interval = b->h;
-    auto prepared = Prepare(event, at_grid, tail_budget);
-    if (!prepared.ok() || prepared->flat.size() != 1) return;
-    const Mechanism m = prepared->flat[0].first;
-    const double count = prepared->flat[0].second;
-    if (!(count >= 16 && count <= 1e12 && count == std::floor(count))) return;
-    if (!(m.base == Base::kGaussian || m.base == Base::kLaplace)) return;
-    auto comps = BuildDirection(&*prepared, b->dominant);
-    if (!comps.ok()) return;
-    Eigen::FFT<double> fft;
-    auto lower = DecomposedBound(m, b->dominant, static_cast<int64_t>(count), false,
-                                 (**comps)[0].upper, prepared->h, target_is_eps, target,
-                                 options.epsilon_tolerance, b->upper, prepared->tail, &fft);
-    if (lower.ok()) b->lower = std::max(b->lower, *lower);
-    // The upper bound the same way for that direction; the reported upper bound stays the
-    // maximum over both directions (5).
-    auto upper = DecomposedBound(m, b->dominant, static_cast<int64_t>(count), true,
-                                 (**comps)[0].upper, prepared->h, target_is_eps, target,
-                                 options.epsilon_tolerance, b->upper, prepared->tail, &fft);
-    if (upper.ok()) b->upper = std::min(b->upper, std::max(*upper, b->other_upper));
+    auto decomposed = DecomposedBoundsForEvent(event, at_grid, tail_budget, b->dominant, true,
+                                               true, target_is_eps, target, b->upper);
+    if (!decomposed.ok()) return;
+    if (decomposed->lower.ok()) b->lower = std::max(b->lower, *decomposed->lower);
+    // The upper bound is for the dominant direction only; the reported upper bound stays
+    // the maximum over both directions (5).
+    if (decomposed->upper.ok()) {
+      b->upper = std::min(b->upper, std::max(*decomposed->upper, b->other_upper));
+    }
   };
   try_decomposed(&*bounds);
   bool stalled = false;
@@ -3072,24 +3101,13 @@ Result<double> DecomposedEpsilonBoundForTesting(const Event& event, double delta
                                                 double interval, bool upper) {
   PldOptions options;
   options.discretization_interval = interval;
-  const ld tail_budget = static_cast<ld>(delta) * 1e-7L;
-  auto prepared = Prepare(event, options, tail_budget);
-  if (!prepared.ok()) return Error{prepared.error()};
-  if (prepared->flat.size() != 1) return Error{"one component only"};
-  const Mechanism m = prepared->flat[0].first;
-  const double count = prepared->flat[0].second;
-  if (!(count >= 16 && count <= 1e12 && count == std::floor(count))) {
-    return Error{"16 to 1e12 uses only"};
-  }
-  auto comps = BuildDirection(&*prepared, Direction::kRemove);
-  if (!comps.ok()) return Error{comps.error()};
-  Eigen::FFT<double> fft;
-  auto lower = DecomposedBound(m, Direction::kRemove, static_cast<int64_t>(count), upper,
-                               (**comps)[0].upper, prepared->h, false, delta,
-                               options.epsilon_tolerance, std::numeric_limits<ld>::infinity(),
-                               prepared->tail, &fft);
-  if (!lower.ok()) return Error{lower.error()};
-  return static_cast<double>(*lower);
+  auto decomposed = DecomposedBoundsForEvent(
+      event, options, static_cast<ld>(delta) * 1e-7L, Direction::kRemove, !upper, upper,
+      /*target_is_eps=*/false, delta, std::numeric_limits<ld>::infinity());
+  if (!decomposed.ok()) return Error{decomposed.error()};
+  const Result<ld>& bound = upper ? decomposed->upper : decomposed->lower;
+  if (!bound.ok()) return Error{bound.error()};
+  return static_cast<double>(*bound);
 }
 
 Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOptions& options) {
