@@ -38,6 +38,7 @@
 #define DPKIT_ACCOUNTING_PLD_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "accounting/event.h"
@@ -86,6 +87,21 @@ Result<DeltaBounds> PldDelta(const Event& event, double epsilon,
 // Poisson-sampled or not, used 16 to 1e12 times), with the ordinary grid `interval`.
 Result<double> DecomposedEpsilonBoundForTesting(const Event& event, double delta,
                                                 double interval, bool upper);
+
+// For tests only: the quadrature enclosures of pld.cc (2b) alone, for the cell (a, b] of
+// the privacy loss of a Gaussian with noise multiplier sigma, Poisson-sampled at rate q
+// (q = 1: not sampled), in the remove (add = false) or add direction:
+// c = P(cell) - e^a Q(cell) lies in [c - c_err, c + c_err] and d = e^b Q(cell) - P(cell)
+// in [d - d_err, d + d_err]. An error where (2b) does not apply to the cell.
+struct CellMomentEnclosure {
+  long double c, c_err, d, d_err;
+};
+Result<CellMomentEnclosure> GaussianCellMomentsForTesting(double sigma, double q, bool add,
+                                                          long double a, long double b);
+
+// For tests only: the Gauss-Legendre rules of pld.cc (2b) (5 or 10 points; empty for
+// other counts), (node, weight) pairs on [-1, 1].
+std::vector<std::pair<long double, long double>> GaussLegendreRuleForTesting(int points);
 
 // The composed pessimistic PLD of one direction on its grid, for tradeoff curves
 // (//accounting:fdp): masses[j] is an upper bound on the P-probability of loss

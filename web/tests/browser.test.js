@@ -10,7 +10,8 @@ const os = require('node:os');
 const path = require('node:path');
 const {after, before, test} = require('node:test');
 const {chromium} = require('playwright-core');
-const {CALCULATOR_DIR, DPKIT, OUTPUT_DIR, TABLE1_ROWS, TOLERANCE, dpkitJson, assertClose} =
+const {CALCULATOR_DIR, DPKIT, OUTPUT_DIR, TABLE1_ROWS, TOLERANCE, dpkitJson, assertClose,
+       assertPldConsistent} =
     require('./common.js');
 
 const CHROMIUM = process.env.DPKIT_CHROMIUM || '/usr/bin/chromium';
@@ -160,10 +161,10 @@ test('Table 1 rows of Bu et al. equal dpkit epsilon --format=json', async () => 
                 what + ' gdp min error');
     if (available.includes('pld')) {
       assert.ok(cli.pld, `${what}: dpkit epsilon --accountant=all has no pld entry`);
-      assertClose(assert, await value(page, 'pld-epsilon-upper'), cli.pld.epsilon_upper,
-                  TOLERANCE.pld, what + ' pld upper');
-      assertClose(assert, await value(page, 'pld-epsilon-lower'), cli.pld.epsilon_lower,
-                  TOLERANCE.pld, what + ' pld lower');
+      assertPldConsistent(assert,
+          {lower: await value(page, 'pld-epsilon-lower'),
+           upper: await value(page, 'pld-epsilon-upper')},
+          {lower: cli.pld.epsilon_lower, upper: cli.pld.epsilon_upper}, what);
       // The min-error figure is 1 - (certified upper bound on delta(0)); delta queries refine
       // their grid until the gap is small or the point limit is reached, and WASM's long
       // double (software quad) and x86's (80-bit) can stop that refinement one step apart.

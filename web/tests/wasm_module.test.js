@@ -6,7 +6,8 @@ const assert = require('node:assert');
 const fs = require('node:fs');
 const path = require('node:path');
 const {test} = require('node:test');
-const {CALCULATOR_DIR, TABLE1_ROWS, TOLERANCE, dpkitJson, assertClose} = require('./common.js');
+const {CALCULATOR_DIR, TABLE1_ROWS, TOLERANCE, dpkitJson, assertClose, assertPldConsistent} =
+    require('./common.js');
 
 const createDpkitModule = require(path.join(CALCULATOR_DIR, 'calculator.js'));
 const {dpkitCall} = require(path.join(CALCULATOR_DIR, 'dpkit_call.js'));
@@ -55,10 +56,9 @@ test('Table 1 rows of Bu et al. match dpkit epsilon for every accountant', async
     assert.strictEqual(reply.result.rdp.order, cli.rdp.order, what + ' rdp order');
     assert.strictEqual(reply.result.rdp.conversion, cli.rdp.conversion);
     if (accountants.includes('pld') && cli.pld) {
-      assertClose(assert, reply.result.pld.epsilon_upper, cli.pld.epsilon_upper, TOLERANCE.pld,
-          what + ' pld upper');
-      assertClose(assert, reply.result.pld.epsilon_lower, cli.pld.epsilon_lower, TOLERANCE.pld,
-          what + ' pld lower');
+      assertPldConsistent(assert,
+          {lower: reply.result.pld.epsilon_lower, upper: reply.result.pld.epsilon_upper},
+          {lower: cli.pld.epsilon_lower, upper: cli.pld.epsilon_upper}, what);
     }
   }
 });
