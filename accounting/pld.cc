@@ -323,7 +323,7 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0) {
   BaseTails r;
   const ld za = sigma * t + 0.5L / sigma;
   const ld zb = sigma * t - 0.5L / sigma;
-  // (The threshold error is added below, once the tails are known.)
+  // (The errors of za and zb are added below, once the tails are known.)
   if (za >= 0) {
     r.a_above = NormalUpper(za);
     r.a_below = 1 - r.a_above;
@@ -338,18 +338,19 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0) {
     r.b_below = NormalUpper(-zb);
     r.b_above = 1 - r.b_below;
   }
-  if (t_err > 0) {
-    // The density near z, without another exp: phi(z) <= 0.4, and for |z| >= 1 the Mills
-    // ratio gives phi(z) <= (smaller tail) (1 + z^2) / |z|; dz is far below 1/|z|, so
-    // the factor 2 also covers phi's change over [|z| - dz, |z| + dz].
-    const ld dz = sigma * t_err;
-    auto density = [](ld z, ld tail) {
-      const ld a = std::fabs(z);
-      return a >= 1 ? std::min<ld>(0.4L, tail * (1 + a * a) / a) : 0.4L;
-    };
-    r.a_err = 2 * density(za, std::min(r.a_above, r.a_below)) * dz;
-    r.b_err = 2 * density(zb, std::min(r.b_above, r.b_below)) * dz;
-  }
+  // Each tail moves by at most the density near z times the error of z: the threshold's
+  // (s t_err) plus the rounding of s t +- 1/(2 s) (a few ulps of s |t| + 1/s, which the
+  // kCdfUlps allowance does not cover where |z| is large, or where s t and 1/(2 s) cancel).
+  // The density without another exp: phi(z) <= 0.4, and for |z| >= 1 the Mills ratio gives
+  // phi(z) <= (smaller tail) (1 + z^2) / |z|; dz is far below 1/|z|, so the factor 2 also
+  // covers phi's change over [|z| - dz, |z| + dz].
+  const ld dz = sigma * t_err + 4 * kLdUnit * (sigma * std::fabs(t) + 1 / sigma);
+  auto density = [](ld z, ld tail) {
+    const ld a = std::fabs(z);
+    return a >= 1 ? std::min<ld>(0.4L, tail * (1 + a * a) / a) : 0.4L;
+  };
+  r.a_err = 2 * density(za, std::min(r.a_above, r.a_below)) * dz;
+  r.b_err = 2 * density(zb, std::min(r.b_above, r.b_below)) * dz;
   return r;
 }
 
@@ -380,11 +381,16 @@ BaseTails LaplaceTails(ld b, ld t, bool inclusive, ld t_err = 0) {
   }
   const ld o = std::min<ld>(1, std::max<ld>(0, (b * t + 1) / 2));
   BaseTails r;
-  r.a_err = r.b_err = err;
   r.a_above = 0.5L * std::exp(-o / b);
   r.a_below = 1 - r.a_above;
   r.b_below = 0.5L * std::exp(-(1 - o) / b);
   r.b_above = 1 - r.b_below;
+  // The exponents o/b and (1 - o)/b carry the rounding of o (a few ulps of |b t| + 1, over
+  // b) and of the division: a relative error of the exp beyond what kCdfUlps covers where
+  // 1/b or |t| is large.
+  const ld rel = 4 * kLdUnit * (std::fabs(t) + 2 / b + 2);
+  r.a_err = err + rel * r.a_above;
+  r.b_err = err + rel * r.b_below;
   return r;
 }
 

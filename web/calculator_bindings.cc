@@ -26,6 +26,16 @@ using Json = ::nlohmann::json;
 
 // Largest number of points of one tradeoff curve, so a request cannot exhaust memory.
 constexpr int64_t kMaxTradeoffPoints = 4001;
+// Largest PLD epsilon the calculator reports. In the WebAssembly build musl computes the
+// long double exp and log in double, which overflows above e^709.78; the PLD accountant
+// exponentiates losses up to epsilon and beyond, so its bounds are certified there only
+// well below that (measured against `dpkit epsilon --accountant=pld`: the intervals agree
+// up to epsilon 684 and are disjoint from 723 on). The same limit applies natively, so
+// that the page and its native test behave alike.
+constexpr double kMaxPldEpsilon = 600;
+const char kPldRangeError[] =
+    "PLD epsilon above 600 is outside the calculator's range (its WebAssembly arithmetic "
+    "overflows there); use dpkit epsilon --accountant=pld";
 
 Json Failure(const std::string& message) { return Json{{"ok", false}, {"error", message}}; }
 
@@ -169,6 +179,17 @@ Json RdpSlot(const accounting::Event& event, double delta, bool details) {
   return slot;
 }
 
+// Whether the run's PLD stays inside the calculator's range (kMaxPldEpsilon) far into its
+// tails, where the tradeoff curve's composed PLD window reaches: the certified RDP upper
+// bound on epsilon at delta = 1e-12 (milliseconds) is at most the limit.
+bool PldInCalculatorRange(const accounting::Event& event) {
+  const std::vector<double> orders = accounting::DefaultRdpOrders();
+  Result<std::vector<double>> rdp = accounting::ComputeRdp(event, orders);
+  if (!rdp.ok()) return false;
+  Result<accounting::RdpEpsilon> epsilon = accounting::RdpToEpsilonOptimal(orders, *rdp, 1e-12);
+  return epsilon.ok() && epsilon->epsilon <= kMaxPldEpsilon;
+}
+
 // PLD: certified upper and lower bounds on epsilon(delta) with the core's default accuracy,
 // as `dpkit epsilon --accountant=pld`. With `details`, the smallest type I + type II error
 // as a certified interval: 1 - TV = 1 - delta(0) (Dong, Roth, Su 2019, Prop. 2.12 at
@@ -179,6 +200,7 @@ Json PldSlot(const accounting::Event& event, double delta, bool details) {
   if (!std::isfinite(bounds->epsilon_upper)) {
     return Json{{"error", "PLD gives no finite epsilon for this delta"}};
   }
+  if (bounds->epsilon_upper > kMaxPldEpsilon) return Json{{"error", kPldRangeError}};
   Json slot = {{"epsilon_upper", bounds->epsilon_upper},
                {"epsilon_lower", bounds->epsilon_lower}};
   if (details) {
@@ -305,6 +327,10 @@ Json HandleRunTradeoff(const Json& request) {
   Json result = {{"alpha", *alphas}};
   for (const std::string& name : *accountants) {
     if (name != "pld" && name != "rdp") continue;  // gdp: the "tradeoff" op's G_mu
+    if (name == "pld" && !PldInCalculatorRange(*event)) {
+      result[name] = Json{{"error", kPldRangeError}};
+      continue;
+    }
     Result<accounting::TradeoffCurve> curve = name == "pld"
                                                   ? accounting::PldTradeoffCurve(*event)
                                                   : accounting::RdpTradeoffCurveForEvent(*event);
@@ -336,6 +362,9 @@ Json HandleCalibrate(const Json& request) {
     return Failure("accountant must be one of: " + CalibrationRange());
   }
   const std::string accountant = it->get<std::string>();
+  if (accountant == "pld" && *target_epsilon > kMaxPldEpsilon) {
+    return Failure(std::string("target_epsilon: ") + kPldRangeError);
+  }
   // The same search as `dpkit calibrate` (//accounting:calibrate): the returned noise
   // multiplier meets the target when re-accounted and is within 0.1 % of the smallest.
   const accounting::Accountant which = accountant == "pld"   ? accounting::Accountant::kPld

@@ -217,6 +217,36 @@ TEST(CalculatorBindingsTest, CalibrationRejectsUnknownAccountant) {
   EXPECT_EQ(reply["error"].get<std::string>().rfind("accountant must be one of: ", 0), 0u);
 }
 
+// Above epsilon 600 the WebAssembly build's double-precision exp overflows inside the PLD
+// accountant (measured: the browser's interval was disjoint from the command line's at
+// epsilon 723 and above), so the calculator gives a message instead of numbers there.
+TEST(CalculatorBindingsTest, PldAboveTheCalculatorsRangeIsAMessage) {
+  auto pld = [](int64_t steps) {
+    Json reply = Call({{"op", "epsilon"}, {"sampling_rate", 0.5}, {"noise_multiplier", 0.5},
+                       {"steps", steps}, {"delta", 1e-5}, {"accountants", {"pld"}}});
+    EXPECT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+    return reply["result"]["pld"];
+  };
+  const Json inside = pld(600);  // epsilon ~ 565
+  ASSERT_TRUE(inside.contains("epsilon_upper")) << inside.dump();
+  EXPECT_GT(inside["epsilon_upper"].get<double>(), 560);
+  EXPECT_LT(inside["epsilon_upper"].get<double>(), 600);
+  const Json outside = pld(1000);  // epsilon ~ 878
+  ASSERT_TRUE(outside.contains("error")) << outside.dump();
+  EXPECT_NE(outside["error"].get<std::string>().find("outside the calculator's range"),
+            std::string::npos);
+  Json curve = Call({{"op", "run_tradeoff"}, {"sampling_rate", 0.5}, {"noise_multiplier", 0.5},
+                     {"steps", 1000}, {"points", 5}, {"accountants", {"pld", "rdp"}}});
+  ASSERT_TRUE(curve["ok"].get<bool>()) << curve.dump();
+  EXPECT_TRUE(curve["result"]["pld"].contains("error")) << curve.dump();
+  EXPECT_TRUE(curve["result"]["rdp"].contains("beta")) << curve.dump();
+  Json calibrate = Call({{"op", "calibrate"}, {"target_epsilon", 700.0}, {"delta", 1e-5},
+                         {"sampling_rate", 0.01}, {"steps", 100}, {"accountant", "pld"}});
+  ASSERT_FALSE(calibrate["ok"].get<bool>());
+  EXPECT_EQ(calibrate["error"].get<std::string>().rfind("target_epsilon: PLD epsilon above 600", 0),
+            0u);
+}
+
 TEST(CalculatorBindingsTest, TradeoffRejectsTooManyPoints) {
   Json reply = Call({{"op", "tradeoff"}, {"mu", 1.0}, {"epsilon", 1.0}, {"delta", 0.01},
                      {"points", 1000000}});
