@@ -36,6 +36,13 @@ constexpr double kMaxPldEpsilon = 600;
 const char kPldRangeError[] =
     "PLD epsilon above 600 is outside the calculator's range (its WebAssembly arithmetic "
     "overflows there); use dpkit epsilon --accountant=pld";
+// Smallest delta for the PLD accountant here: below it the tails it evaluates approach
+// double's underflow (erfc in double underflows near 1e-308), where the WebAssembly build
+// could no longer bound their rounding.
+constexpr double kMinPldDelta = 1e-100;
+const char kPldDeltaError[] =
+    "PLD with delta below 1e-100 is outside the calculator's range (its WebAssembly "
+    "arithmetic underflows there); use dpkit epsilon --accountant=pld";
 
 Json Failure(const std::string& message) { return Json{{"ok", false}, {"error", message}}; }
 
@@ -195,6 +202,7 @@ bool PldInCalculatorRange(const accounting::Event& event) {
 // as a certified interval: 1 - TV = 1 - delta(0) (Dong, Roth, Su 2019, Prop. 2.12 at
 // eps = 0), with the certified bounds on delta(0), as the CLI reports it.
 Json PldSlot(const accounting::Event& event, double delta, bool details) {
+  if (delta < kMinPldDelta) return Json{{"error", kPldDeltaError}};
   Result<accounting::EpsilonBounds> bounds = accounting::PldEpsilon(event, delta);
   if (!bounds.ok()) return Json{{"error", bounds.error()}};
   if (!std::isfinite(bounds->epsilon_upper)) {
@@ -364,6 +372,9 @@ Json HandleCalibrate(const Json& request) {
   const std::string accountant = it->get<std::string>();
   if (accountant == "pld" && *target_epsilon > kMaxPldEpsilon) {
     return Failure(std::string("target_epsilon: ") + kPldRangeError);
+  }
+  if (accountant == "pld" && *delta < kMinPldDelta) {
+    return Failure(std::string("delta: ") + kPldDeltaError);
   }
   // The same search as `dpkit calibrate` (//accounting:calibrate): the returned noise
   // multiplier meets the target when re-accounted and is within 0.1 % of the smallest.

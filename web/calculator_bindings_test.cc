@@ -245,6 +245,13 @@ TEST(CalculatorBindingsTest, PldAboveTheCalculatorsRangeIsAMessage) {
   ASSERT_FALSE(calibrate["ok"].get<bool>());
   EXPECT_EQ(calibrate["error"].get<std::string>().rfind("target_epsilon: PLD epsilon above 600", 0),
             0u);
+  // And delta below 1e-100 (the tails it needs approach double's underflow).
+  Json tiny = Call({{"op", "epsilon"}, {"sampling_rate", 0.01}, {"noise_multiplier", 1.0},
+                    {"steps", 100}, {"delta", 1e-120}, {"accountants", {"pld", "rdp"}}});
+  ASSERT_TRUE(tiny["ok"].get<bool>()) << tiny.dump();
+  EXPECT_NE(tiny["result"]["pld"]["error"].get<std::string>().find("delta below 1e-100"),
+            std::string::npos);
+  EXPECT_TRUE(tiny["result"]["rdp"].contains("epsilon")) << tiny.dump();
 }
 
 TEST(CalculatorBindingsTest, TradeoffRejectsTooManyPoints) {
