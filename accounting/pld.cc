@@ -631,10 +631,14 @@ BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
 
 // Tails of the privacy loss L of one direction at l: P(L > l), P(L <= l), Q(L > l),
 // Q(L <= l); p_err, q_err and atoms as in BaseTails (0, 0, NaN for continuous bases).
+// t, t_err: the base threshold the tails were taken at (l itself unsampled; the subsampling
+// map of l (remove) or -l (add) otherwise) and its error bound; t is NaN where the map has
+// no finite value (all mass on one side).
 struct LossTails {
   ld sp, fp, sq, fq;
   ld p_err = 0, q_err = 0;
   ld atoms = std::numeric_limits<ld>::quiet_NaN();
+  ld t = std::numeric_limits<ld>::quiet_NaN(), t_err = 0;
 };
 
 // The base threshold t = log((e^l - 1 + q)/q) of a subsampled loss threshold l (both
@@ -669,7 +673,7 @@ LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
     }
     const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/false, dg);
     return {(1 - q) * b.a_above + q * b.b_above, (1 - q) * b.a_below + q * b.b_below,
-            b.a_above, b.a_below, (1 - q) * b.a_err + q * b.b_err, b.a_err, b.atoms};
+            b.a_above, b.a_below, (1 - q) * b.a_err + q * b.b_err, b.a_err, b.atoms, t, t_err};
   }
   // P = A, Q = (1-q) A + q B, L = -log(1 - q + q e^ell): L > l <=> ell < t'.
   ld t, t_err = 0;
@@ -683,7 +687,7 @@ LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
   // b.*_above = P(ell >= t') = P(L <= l); b.*_below = P(ell < t') = P(L > l).
   return {b.a_below, b.a_above, (1 - q) * b.a_below + q * b.b_below,
           (1 - q) * b.a_above + q * b.b_above, b.a_err, (1 - q) * b.a_err + q * b.b_err,
-          b.atoms};
+          b.atoms, t, t_err};
 }
 
 // (2b) Cell moments of the Gaussian base by quadrature. A cell's moments c = A - e^a B and
@@ -816,12 +820,13 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
       !(std::fabs(beta) * w <= 40) || !(w <= 4)) {
     return false;
   }
+  // The sums and the truncation bound in QuadFloat.
+  const QuadFloat qw = static_cast<QuadFloat>(w), qs = static_cast<QuadFloat>(s);
+  const QuadFloat qbeta = static_cast<QuadFloat>(beta);
   // Truncation bound of rule r (without the factor phi(z_u)), from (2b) with
   // expm1(x) <= x e^x: (W/2) (64/15) e^{arg + Y/s} (Y/s) / ((1 - rho^-2) rho^{2n}),
   // Y = (W/2)(1 + R), minimised over rho = 2^k in the log domain (one exp).
   auto truncation = [&](const GaussLegendreRule& g) -> ld {
-    const QuadFloat qw = static_cast<QuadFloat>(w), qs = static_cast<QuadFloat>(s);
-    const QuadFloat qbeta = static_cast<QuadFloat>(beta);
     QuadFloat best = std::numeric_limits<QuadFloat>::infinity();
     for (int k = 1; k <= kRhoSteps; ++k) {
       const QuadFloat rho = std::ldexp(QuadFloat{1}, k);
@@ -844,16 +849,15 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
   for (int r = 0; r < kGlRules; ++r) {
     const GaussLegendreRule& g = GlRule(r);
     // The nodes are symmetric, y_{n-1-i} = W - y_i: expm1((W - y_i)/s) = e[n-1-i], and
-    // -expm1(-y/s) = e / (1 + e) with e = expm1(y/s). Summed in QuadFloat.
-    const QuadFloat qw = static_cast<QuadFloat>(w), qs = static_cast<QuadFloat>(s);
-    const QuadFloat qbeta = static_cast<QuadFloat>(beta);
-    QuadFloat e[kGlMaxPoints], qc = 0, qd = 0;
+    // -expm1(-y/s) = e / (1 + e) with e = expm1(y/s).
+    QuadFloat y[kGlMaxPoints], e[kGlMaxPoints], qc = 0, qd = 0;
     for (int i = 0; i < g.n; ++i) {
-      e[i] = std::expm1(qw / 2 * (1 + static_cast<QuadFloat>(g.node[i])) / qs);
+      y[i] = qw / 2 * (1 + static_cast<QuadFloat>(g.node[i]));
+      e[i] = std::expm1(y[i] / qs);
     }
     for (int i = 0; i < g.n; ++i) {
-      const QuadFloat y = qw / 2 * (1 + static_cast<QuadFloat>(g.node[i]));
-      const QuadFloat f = static_cast<QuadFloat>(g.weight[i]) * std::exp(qbeta * y - y * y / 2);
+      const QuadFloat f =
+          static_cast<QuadFloat>(g.weight[i]) * std::exp(qbeta * y[i] - y[i] * y[i] / 2);
       qc += f * (e[i] / (1 + e[i]));
       qd += f * e[g.n - 1 - i];
     }
@@ -886,51 +890,27 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
   return true;
 }
 
-// The base threshold of the grid value l (as LossTailsAt: t(l) for remove, t(-l) for add)
-// with a bound on its distance to the threshold of the exact grid value, which l (a
-// rounded k h) is within kLdUnit |l| of. false where it is infinite.
-bool BaseThreshold(ld q, ld l, ld* t, ld* t_err) {
-  if (l == 0) {
-    *t = 0;
-    *t_err = 0;
-    return true;
-  }
-  if (q == 1) {
-    *t = l;
-    *t_err = kLdUnit * std::fabs(l);
-    return true;
-  }
-  if (!(std::expm1(l) + q > 0)) return false;
-  ld err;
-  *t = SubsampledThreshold(l, q, &err);
-  // dt/dl = e^l / (q e^t).
-  *t_err = err + 2 * kLdUnit * std::fabs(l) * std::exp(l - *t) / q;
-  return std::isfinite(*t);
+// The error bound of a base threshold LossTails::t, the map of l' = l (remove) or -l (add),
+// against the threshold of the exact grid value k h, which l (rounded) is within kLdUnit |l|
+// of: the map's own error plus that rounding times dt/dl' = e^{l'} / (q e^t) (1 unsampled;
+// none at the exact l = 0).
+ld GridThresholdError(ld q, ld l_signed, const LossTails& tails) {
+  if (l_signed == 0) return 0;
+  if (q == 1) return kLdUnit * std::fabs(l_signed);
+  return tails.t_err + 2 * kLdUnit * std::fabs(l_signed) * std::exp(l_signed - tails.t) / q;
 }
 
 // Enclosures of the moments c, d of the cell (l_a, l_b] of a (sub)sampled Gaussian
-// component in direction dir, by (2b). false where (2b) does not apply.
-// `cache`: the threshold of the last l_b, reused when the next cell starts there.
-struct ThresholdCache {
-  bool valid = false, ok = false;
-  ld l = 0, t = 0, t_err = 0;
-};
-bool GaussianLossCellMoments(const Mechanism& m, Direction dir, ld l_a, ld l_b, ld target,
-                             CellMoments* out, ThresholdCache* cache = nullptr) {
+// component in direction dir, by (2b), from the loss tails at its ends (LossTailsAt, which
+// carry the base thresholds). false where (2b) does not apply.
+bool GaussianLossCellMoments(const Mechanism& m, Direction dir, ld l_a, const LossTails& at_a,
+                             ld l_b, const LossTails& at_b, ld target, CellMoments* out) {
   const ld q = m.sampling_rate, s = m.parameter;
+  if (!std::isfinite(at_a.t) || !std::isfinite(at_b.t)) return false;
   const ld sign = dir == Direction::kRemove ? 1 : -1;
-  ld ta, ta_err, tb, tb_err;
-  bool ok_a;
-  if (cache != nullptr && cache->valid && cache->l == l_a) {
-    ok_a = cache->ok;
-    ta = cache->t;
-    ta_err = cache->t_err;
-  } else {
-    ok_a = BaseThreshold(q, sign * l_a, &ta, &ta_err);
-  }
-  const bool ok_b = BaseThreshold(q, sign * l_b, &tb, &tb_err);
-  if (cache != nullptr) *cache = {true, ok_b, l_b, tb, tb_err};
-  if (!ok_a || !ok_b) return false;
+  const ld ta = at_a.t, tb = at_b.t;
+  const ld ta_err = GridThresholdError(q, sign * l_a, at_a);
+  const ld tb_err = GridThresholdError(q, sign * l_b, at_b);
   CellMoments base;
   if (dir == Direction::kRemove) {
     if (!GaussianCellMoments(s, ta, ta_err, tb, tb_err, target, &base)) return false;
@@ -948,6 +928,7 @@ bool GaussianLossCellMoments(const Mechanism& m, Direction dir, ld l_a, ld l_b, 
   return std::isfinite(out->c) && std::isfinite(out->c_err) && std::isfinite(out->d) &&
          std::isfinite(out->d_err);
 }
+
 // A PMF on the grid: mass[i] at loss (min_index + i) h, plus mass at +inf.
 struct Pmf {
   int64_t min_index = 0;
@@ -1333,7 +1314,6 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
   // A cell whose moments' uncertainty moves less P-mass than a hundredth of the tail
   // budget spread over all cells is left as it is.
   const ld negligible = 0.01L * tail / static_cast<ld>(n) * std::expm1(static_cast<ld>(h));
-  ThresholdCache thresholds;
   ld xi = 1;
   for (int64_t i = 0; i < n; ++i) {
     // Cell (eps_i, eps_{i+1}]: P-mass A, Q-mass B from the smaller tail of each pair.
@@ -1378,7 +1358,7 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
         (ec > trigger * std::fabs(c) || ed > trigger * std::fabs(d))) {
       CellMoments mq;
       const ld la = static_cast<ld>(lo + i) * h, lb = static_cast<ld>(lo + i + 1) * h;
-      if (GaussianLossCellMoments(m, dir, la, lb, trigger, &mq, &thresholds)) {
+      if (GaussianLossCellMoments(m, dir, la, t[i], lb, t[i + 1], trigger, &mq)) {
         c_up[i] = std::min(c_up[i], std::max<ld>(mq.c, 0) + mq.c_err);
         d_up[i] = std::min(d_up[i], std::max<ld>(mq.d, 0) + mq.d_err);
         c_lo[i] = std::max(c_lo[i], std::max<ld>(mq.c - mq.c_err, 0));
@@ -3426,7 +3406,8 @@ Result<CellMomentEnclosure> GaussianCellMomentsForTesting(double sigma, double q
   }
   const Mechanism m{Base::kGaussian, sigma, q, 0};
   CellMoments r;
-  if (!GaussianLossCellMoments(m, add ? Direction::kAdd : Direction::kRemove, a, b,
+  const Direction dir = add ? Direction::kAdd : Direction::kRemove;
+  if (!GaussianLossCellMoments(m, dir, a, LossTailsAt(m, dir, a), b, LossTailsAt(m, dir, b),
                                QuadratureTrigger(1e12), &r)) {
     return Error{"the quadrature (2b) does not apply to this cell"};
   }

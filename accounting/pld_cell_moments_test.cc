@@ -43,6 +43,16 @@ std::pair<Big, Big> ReferenceMoments(double sigma, double q_in, bool add, long d
   return {p_mass - exp(a) * q_mass, exp(b) * q_mass - p_mass};
 }
 
+// The grid cell (k h, (k + 1) h] holding the privacy loss of the base output at standard
+// score z under B (the loss l = +-log(1 - q + q e^ell), ell = z/sigma + 1/(2 sigma^2)).
+std::pair<long double, long double> CellAtScore(double sigma, double q, bool add, double h,
+                                                double z) {
+  const long double ell = z / sigma + 0.5L / (sigma * sigma);
+  const long double l = std::log1p(q * std::expm1(ell)) * (add ? -1 : 1);
+  const long double k = std::floor(l / h);
+  return {k * h, (k + 1) * h};
+}
+
 TEST(PldCellMomentsTest, GaussLegendreRulesIntegratePolynomialsExactly) {
   EXPECT_TRUE(GaussLegendreRuleForTesting(7).empty());
   for (int n : {5, 10}) {
@@ -75,11 +85,7 @@ TEST(PldCellMomentsTest, EnclosuresContainTheExactMomentsAndAreTight) {
       for (bool add : {false, true}) {
         for (double h : {1e-7, 1e-5, 1e-3, 1e-2}) {
           for (double z : {-4.0, -1.0, 0.0, 1.5, 5.0}) {
-            // The cell holding the loss of the base output at standard score z under B.
-            const long double ell = z / sigma + 0.5L / (sigma * sigma);
-            const long double l = std::log1p(q * std::expm1(ell)) * (add ? -1 : 1);
-            const long double k = std::floor(l / h);
-            const long double a = k * h, b = (k + 1) * h;
+            const auto [a, b] = CellAtScore(sigma, q, add, h, z);
             auto enc = GaussianCellMomentsForTesting(sigma, q, add, a, b);
             if (!enc.ok()) continue;
             ++applied;
@@ -125,10 +131,8 @@ TEST(PldCellMomentsTest, AppliesAcrossTheBulkOfTheTinyEpsilonCorner) {
   for (double h : {1e-7, 1e-6}) {
     for (bool add : {false, true}) {
       for (double z = -6; z <= 6; z += 0.25) {
-        const long double ell = z / sigma + 0.5L / (sigma * sigma);
-        const long double l = std::log1p(q * std::expm1(ell)) * (add ? -1 : 1);
-        const long double k = std::floor(l / h);
-        auto enc = GaussianCellMomentsForTesting(sigma, q, add, k * h, (k + 1) * h);
+        const auto [a, b] = CellAtScore(sigma, q, add, h, z);
+        auto enc = GaussianCellMomentsForTesting(sigma, q, add, a, b);
         ASSERT_TRUE(enc.ok()) << enc.error() << " z " << z;
         EXPECT_LT(enc->c_err, 1e-12L * enc->c) << "z " << z << " h " << h;
         EXPECT_LT(enc->d_err, 1e-12L * enc->d) << "z " << z << " h " << h;

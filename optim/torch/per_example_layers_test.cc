@@ -33,6 +33,13 @@ struct TestModel {
   std::function<torch::Tensor(const torch::Tensor&)> reference;  // plain ops, logits
 };
 
+// The TestModel whose DP and reference passes are body(x, false) and body(x, true).
+template <typename Body>
+TestModel ModelFromBody(std::shared_ptr<torch::nn::Module> module, Body body) {
+  return {std::move(module), [body](const torch::Tensor& x) { return body(x, false); },
+          [body](const torch::Tensor& x) { return body(x, true); }};
+}
+
 torch::Tensor PerExampleLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kNone));
 }
@@ -218,8 +225,7 @@ TEST(PerExampleLayersTest, Conv2dGroupNormAndPoolingMatchBatchSizeOneLoop) {
     h = torch::tanh(h).flatten(1);
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   // 9x9 -> conv1 (3x3, stride 2, pad 1) 5x5 -> pool 4x4 -> conv2 (2x3) 3x2.
   CheckAgainstLoop(model, torch::randn({6, 2, 9, 9}, torch::kFloat64),
                    torch::randint(0, 3, {6}, torch::kLong));
@@ -249,8 +255,7 @@ TEST(PerExampleLayersTest, Conv2dNormsInSeveralUnfoldChunksMatchBatchSizeOneLoop
     h = torch::tanh(h).mean({2, 3});
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   CheckAgainstLoop(model, torch::randn({5, 8, 20, 20}, torch::kFloat64),
                    torch::randint(0, 2, {5}, torch::kLong));
   // At 2 threads the chunks (still 2, 2 and 1 examples) are spread over the threads.
@@ -289,8 +294,7 @@ TEST(PerExampleLayersTest, DilatedStridedPaddedConv2dMatchesBatchSizeOneLoop) {
     h = torch::tanh(h).mean({2, 3});
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   CheckAgainstLoop(model, torch::randn({4, 3, 9, 11}, torch::kFloat64),
                    torch::randint(0, 2, {4}, torch::kLong));
 }
@@ -330,8 +334,7 @@ TEST(PerExampleLayersTest, Conv2dKernelWidthsStridesPaddingsAndDilationsMatchBat
             h = torch::tanh(h).flatten(1);
             return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
           };
-          TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                          [&](const torch::Tensor& x) { return body(x, true); }};
+          TestModel model = ModelFromBody(net, body);
           SCOPED_TRACE(testing::Message() << "kernel 2x" << width << " stride " << stride
                                           << " padding " << padding << " dilation " << dilation);
           CheckAgainstLoop(model, torch::randn({3, 2, height, input_width}, torch::kFloat64),
@@ -371,8 +374,7 @@ TEST(PerExampleLayersTest, MnistCnnConvolutionsMatchBatchSizeOneLoop) {
     h = torch::relu(h).flatten(1);  // 32 x 5 x 5
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   CheckAgainstLoop(model, torch::rand({3, 1, 28, 28}, torch::kFloat64),
                    torch::randint(0, 3, {3}, torch::kLong));
 }
@@ -465,8 +467,7 @@ TEST(PerExampleLayersTest, EmbeddingAndLayerNormMatchBatchSizeOneLoop) {
     h = torch::relu(h).mean(1);
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   // Indices in [0, 7) over 6 positions: repeated rows within an example are certain.
   CheckAgainstLoop(model, torch::randint(0, 7, {5, 6}, torch::kLong),
                    torch::randint(0, 3, {5}, torch::kLong));
@@ -481,8 +482,7 @@ TEST(PerExampleLayersTest, SingleIndexEmbeddingMatchesBatchSizeOneLoop) {
     h = reference ? torch::layer_norm(h, {4}, net->norm->weight, net->norm->bias) : net->norm(h);
     return reference ? F::linear(h, net->fc->weight, net->fc->bias) : net->fc(h);
   };
-  TestModel model{net, [&](const torch::Tensor& x) { return body(x, false); },
-                  [&](const torch::Tensor& x) { return body(x, true); }};
+  TestModel model = ModelFromBody(net, body);
   CheckAgainstLoop(model, torch::tensor({0, 3, 3, 6}, torch::kLong),
                    torch::randint(0, 3, {4}, torch::kLong));
 }
