@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "accounting/calibrate.h"
 #include "accounting/conversions.h"
 #include "accounting/gdp.h"
@@ -36,12 +37,7 @@ TrainingLedger::TrainingLedger(TrainingLedger&& other) noexcept = default;
 TrainingLedger& TrainingLedger::operator=(TrainingLedger&& other) noexcept = default;
 TrainingLedger::~TrainingLedger() = default;
 
-absl::Status TrainingLedger::AppendStep(int64_t step, double sampling_rate,
-                                        const std::vector<LedgerQuery>& queries) {
-  accounting::SamplingRecord record;
-  record.step = step;
-  record.sampling_rate = sampling_rate;
-  for (const LedgerQuery& q : queries) record.queries.push_back({q.clip_norm, q.noise_stddev});
+absl::Status TrainingLedger::AppendStep(const accounting::SamplingRecord& record) {
   auto appended = writer_->Append(record);
   if (!appended.ok()) return absl::InternalError(appended.error());
   return absl::OkStatus();
@@ -106,6 +102,21 @@ absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double del
         out["gdp"] = {{"mu", *mu}, {"epsilon", *gdp_eps}, {"approximate", true}};
       }
     }
+  }
+  return out;
+}
+
+std::string EpsilonText(const nlohmann::json& eps, double delta) {
+  std::string out =
+      eps.contains("pld")
+          ? absl::StrFormat("eps <= %.4g (PLD, delta=%g; RDP %.4g)",
+                            eps["pld"]["epsilon"].get<double>(), delta,
+                            eps["rdp"]["epsilon"].get<double>())
+          : absl::StrFormat("eps <= %.4g (RDP, delta=%g)", eps["rdp"]["epsilon"].get<double>(),
+                            delta);
+  if (eps.contains("gdp")) {
+    absl::StrAppendFormat(&out, "; mu_CLT %.3g -> eps ~ %.4g (approximate, not a bound)",
+                          eps["gdp"]["mu"].get<double>(), eps["gdp"]["epsilon"].get<double>());
   }
   return out;
 }

@@ -33,11 +33,6 @@
 
 namespace dpkit::models {
 
-struct LedgerQuery {
-  double clip_norm;     // C_g
-  double noise_stddev;  // s_g
-};
-
 class TrainingLedger {
  public:
   // Creates the file or appends to it (resume continues the same ledger).
@@ -46,9 +41,9 @@ class TrainingLedger {
   TrainingLedger& operator=(TrainingLedger&& other) noexcept;
   ~TrainingLedger();
 
-  // One Poisson-sampled step with its sum queries.
-  absl::Status AppendStep(int64_t step, double sampling_rate,
-                          const std::vector<LedgerQuery>& queries);
+  // One Poisson-sampled step with its sum queries (the noise plan's records,
+  // optim/clipping.h).
+  absl::Status AppendStep(const accounting::SamplingRecord& record);
   // Any other mechanism, as an event.
   absl::Status AppendEvent(const accounting::Event& event);
 
@@ -69,6 +64,9 @@ absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int
 // An empty ledger gives epsilon 0. `epsilon_upper` receives min(PLD upper, RDP).
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
                                              double* epsilon_upper);
+
+// "eps <= 1.2 (PLD, delta=1e-05; RDP 1.3)" from a LedgerEpsilon object.
+std::string EpsilonText(const nlohmann::json& epsilon, double delta);
 
 // The noise multiplier sigma for which T steps of the Poisson-subsampled Gaussian with rate
 // q have RDP epsilon <= target at delta (optimal conversion), by //accounting:calibrate:

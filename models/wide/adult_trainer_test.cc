@@ -227,9 +227,12 @@ TEST(AdultTrainerTest, ShuffledBatchesWriteNoLedgerAndReportNoEpsilon) {
   o.resume = true;
   o.epochs = 3;
   o.extra_flags["sampler"] = "poisson";
+  o.given_flags.insert("sampler");
   const absl::Status resumed = FindTrainer("adult")->run(o);
   EXPECT_EQ(resumed.code(), absl::StatusCode::kInvalidArgument) << resumed;
-  EXPECT_NE(resumed.message().find("--sampler=shuffled"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.message().find("--sampler=poisson contradicts the checkpoint's sampler = shuffled"),
+            std::string::npos)
+      << resumed;
 }
 
 TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
