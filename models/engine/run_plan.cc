@@ -171,9 +171,21 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     p.noise_multiplier = o.noise_multiplier.value_or(d.noise_multiplier);
     plan.sigma_source = o.noise_multiplier ? "flag" : "default";
   }
+  // The privacy-step flags as parsed (their defaults included), the task's as given.
+  const std::map<std::string, std::string> parsed = {
+      {"clipping", plan.step.clipping_name},
+      {"clipping_groups", plan.step.clipping_groups},
+      {"clipping_scales", plan.step.clipping_scales},
+      {"microbatch_size", absl::StrCat(plan.step.microbatch_size)},
+      {"sampler", plan.step.sampler}};
   for (const std::string& name : privacy_flags) {
+    const auto known = parsed.find(name);
     const auto value = effective.extra_flags.find(name);
-    if (value != effective.extra_flags.end()) p.flags[name] = value->second;
+    if (known != parsed.end()) {
+      p.flags[name] = known->second;
+    } else if (value != effective.extra_flags.end()) {
+      p.flags[name] = value->second;
+    }
   }
   plan.learning_rate = o.learning_rate.value_or(d.learning_rate);
   plan.optimizer = o.optimizer.value_or(d.optimizer);
