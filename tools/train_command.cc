@@ -83,6 +83,76 @@ absl::Status CheckRange(const char* name, double value, double max) {
                                                  max, ", got ", value));
 }
 
+// The common flags' values, range-checked at parse time (one-line errors, exit 2).
+absl::Status ParseCommonFlags(models::TrainOptions* o) {
+  if (FlagGiven("learning_rate")) {
+    absl::Status s =
+        CheckRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), kMaxLearningRate);
+    if (!s.ok()) return s;
+    o->learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  }
+  if (FlagGiven("clip_norm")) {
+    absl::Status s = CheckRange("clip_norm", absl::GetFlag(FLAGS_clip_norm), kMaxClipNorm);
+    if (!s.ok()) return s;
+    o->clip_norm = absl::GetFlag(FLAGS_clip_norm);
+  }
+  if (FlagGiven("noise_multiplier") && FlagGiven("target_epsilon")) {
+    return absl::InvalidArgumentError("give --noise_multiplier or --target_epsilon, not both");
+  }
+  if (FlagGiven("noise_multiplier")) {
+    absl::Status s = CheckRange("noise_multiplier", absl::GetFlag(FLAGS_noise_multiplier),
+                                kMaxNoiseMultiplier);
+    if (!s.ok()) return s;
+    o->noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
+  }
+  if (FlagGiven("target_epsilon")) {
+    absl::Status s = CheckFinitePositive("target_epsilon", absl::GetFlag(FLAGS_target_epsilon));
+    if (!s.ok()) return s;
+    o->target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
+  }
+  {
+    absl::Status s = CheckOpenUnit("delta", absl::GetFlag(FLAGS_delta));
+    if (!s.ok()) return s;
+    o->delta = absl::GetFlag(FLAGS_delta);
+  }
+  if (FlagGiven("batch_size")) {
+    absl::Status s = CheckPositiveInt("batch_size", absl::GetFlag(FLAGS_batch_size));
+    if (!s.ok()) return s;
+    o->batch_size = absl::GetFlag(FLAGS_batch_size);
+  }
+  if (FlagGiven("epochs")) {
+    absl::Status s = CheckFinitePositive("epochs", absl::GetFlag(FLAGS_epochs));
+    if (!s.ok()) return s;
+    o->epochs = absl::GetFlag(FLAGS_epochs);
+  }
+  if (FlagGiven("optimizer")) {
+    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adam", "adagrad"});
+    if (!s.ok()) return s;
+    o->optimizer = absl::GetFlag(FLAGS_optimizer);
+  }
+  for (auto [name, flag, target] :
+       {std::tuple<const char*, absl::Flag<int64_t>*, std::optional<int64_t>*>{
+            "max_steps", &FLAGS_max_steps, &o->max_steps},
+        {"train_subset", &FLAGS_train_subset, &o->train_subset},
+        {"test_subset", &FLAGS_test_subset, &o->test_subset}}) {
+    if (!FlagGiven(name)) continue;
+    absl::Status s = CheckPositiveInt(name, absl::GetFlag(*flag));
+    if (!s.ok()) return s;
+    *target = absl::GetFlag(*flag);
+  }
+  {
+    absl::Status s = CheckOneOf("device", absl::GetFlag(FLAGS_device), {"cpu", "cuda"});
+    if (!s.ok()) return s;
+    s = CheckOneOf("format", absl::GetFlag(FLAGS_format), {"text", "json"});
+    if (!s.ok()) return s;
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 4096], got ", absl::GetFlag(FLAGS_threads)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunTrain(const CommandContext& context) {
   if (context.args.empty()) {
     std::vector<std::string> names;
@@ -112,71 +182,8 @@ absl::Status RunTrain(const CommandContext& context) {
       }
     }
   }
-  if (FlagGiven("learning_rate")) {
-    absl::Status s =
-        CheckRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), kMaxLearningRate);
-    if (!s.ok()) return s;
-    o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  }
-  if (FlagGiven("clip_norm")) {
-    absl::Status s = CheckRange("clip_norm", absl::GetFlag(FLAGS_clip_norm), kMaxClipNorm);
-    if (!s.ok()) return s;
-    o.clip_norm = absl::GetFlag(FLAGS_clip_norm);
-  }
-  if (FlagGiven("noise_multiplier") && FlagGiven("target_epsilon")) {
-    return absl::InvalidArgumentError("give --noise_multiplier or --target_epsilon, not both");
-  }
-  if (FlagGiven("noise_multiplier")) {
-    absl::Status s = CheckRange("noise_multiplier", absl::GetFlag(FLAGS_noise_multiplier),
-                                kMaxNoiseMultiplier);
-    if (!s.ok()) return s;
-    o.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
-  }
-  if (FlagGiven("target_epsilon")) {
-    absl::Status s = CheckFinitePositive("target_epsilon", absl::GetFlag(FLAGS_target_epsilon));
-    if (!s.ok()) return s;
-    o.target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
-  }
-  {
-    absl::Status s = CheckOpenUnit("delta", absl::GetFlag(FLAGS_delta));
-    if (!s.ok()) return s;
-    o.delta = absl::GetFlag(FLAGS_delta);
-  }
-  if (FlagGiven("batch_size")) {
-    absl::Status s = CheckPositiveInt("batch_size", absl::GetFlag(FLAGS_batch_size));
-    if (!s.ok()) return s;
-    o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  }
-  if (FlagGiven("epochs")) {
-    absl::Status s = CheckFinitePositive("epochs", absl::GetFlag(FLAGS_epochs));
-    if (!s.ok()) return s;
-    o.epochs = absl::GetFlag(FLAGS_epochs);
-  }
-  if (FlagGiven("optimizer")) {
-    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adam", "adagrad"});
-    if (!s.ok()) return s;
-    o.optimizer = absl::GetFlag(FLAGS_optimizer);
-  }
-  for (auto [name, flag, target] :
-       {std::tuple<const char*, absl::Flag<int64_t>*, std::optional<int64_t>*>{
-            "max_steps", &FLAGS_max_steps, &o.max_steps},
-        {"train_subset", &FLAGS_train_subset, &o.train_subset},
-        {"test_subset", &FLAGS_test_subset, &o.test_subset}}) {
-    if (!FlagGiven(name)) continue;
-    absl::Status s = CheckPositiveInt(name, absl::GetFlag(*flag));
-    if (!s.ok()) return s;
-    *target = absl::GetFlag(*flag);
-  }
-  {
-    absl::Status s = CheckOneOf("device", absl::GetFlag(FLAGS_device), {"cpu", "cuda"});
-    if (!s.ok()) return s;
-    s = CheckOneOf("format", absl::GetFlag(FLAGS_format), {"text", "json"});
-    if (!s.ok()) return s;
-  }
-  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--threads must be in [0, 4096], got ", absl::GetFlag(FLAGS_threads)));
-  }
+  absl::Status parsed = ParseCommonFlags(&o);
+  if (!parsed.ok()) return parsed;
   o.device = absl::GetFlag(FLAGS_device);
   o.format = absl::GetFlag(FLAGS_format);
   o.seed = absl::GetFlag(FLAGS_seed);

@@ -105,30 +105,42 @@ absl::StatusOr<TrainOptions> WithCheckpointFlags(const TrainOptions& options,
   return restored;
 }
 
-absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
-  const auto wall_start = std::chrono::steady_clock::now();
+namespace {
+
+// A run whose plan is made and whose directory and ledger are ready.
+struct OpenedRun {
+  RunPlan plan;
+  std::optional<Checkpoint> checkpoint;
+  std::string ledger_path;  // empty: no ledger
+  std::optional<TrainingLedger> ledger;
+};
+
+// Reads the checkpoint (--resume), plans the run, checks it against the task, prepares the
+// output directory (a fresh run: refusal or --overwrite) and opens the ledger.
+absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
   const bool files = !o.output_dir.empty();
   const std::string& dir = o.output_dir;
   if (o.resume && !files) return absl::InvalidArgumentError("--resume needs --output_dir");
   if (o.resume && o.overwrite) {
     return absl::InvalidArgumentError("give --resume or --overwrite, not both");
   }
-  std::optional<Checkpoint> checkpoint;
+  OpenedRun run;
   if (o.resume) {
     absl::StatusOr<Checkpoint> read = ReadCheckpoint(dir, o.model);
     if (!read.ok()) return read.status();
-    checkpoint = *std::move(read);
+    run.checkpoint = *std::move(read);
   }
   absl::StatusOr<RunPlan> plan =
       PlanRun(o, task.defaults(), task.train_size(), task.privacy_flags(),
-              checkpoint ? &checkpoint->privacy : nullptr, Join(dir, kCheckpointFile));
+              run.checkpoint ? &run.checkpoint->privacy : nullptr, Join(dir, kCheckpointFile));
   if (!plan.ok()) return plan.status();
-  absl::Status valid = task.Validate(*plan);
+  run.plan = *std::move(plan);
+  absl::Status valid = task.Validate(run.plan);
   if (!valid.ok()) return valid;
-  if (checkpoint && checkpoint->ledger != plan->certified()) {
+  if (run.checkpoint && run.checkpoint->ledger != run.plan.certified()) {
     return absl::InvalidArgumentError(absl::StrCat(
         Join(dir, kCheckpointFile), ": the checkpoint's run ",
-        checkpoint->ledger ? "wrote" : "did not write", " a ledger; refusing to resume"));
+        run.checkpoint->ledger ? "wrote" : "did not write", " a ledger; refusing to resume"));
   }
   if (files) {
     absl::Status made = MakeDirs(dir);
@@ -140,37 +152,30 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
     }
   }
   // The ledger: only Poisson-sampled private steps are certified by the accountants.
-  const std::string ledger_path = !plan->certified() ? ""
-                                  : files            ? Join(dir, kLedgerFile)
-                                                     : TemporaryLedgerPath(o.model);
-  if (!files && !ledger_path.empty()) {
-    absl::Status removed = RemoveIfExists(ledger_path);
+  run.ledger_path = !run.plan.certified() ? ""
+                    : files               ? Join(dir, kLedgerFile)
+                                          : TemporaryLedgerPath(o.model);
+  if (!files && !run.ledger_path.empty()) {
+    absl::Status removed = RemoveIfExists(run.ledger_path);
     if (!removed.ok()) return removed;
   }
-  std::optional<TrainingLedger> ledger;
-  if (!ledger_path.empty()) {
-    absl::StatusOr<TrainingLedger> opened = TrainingLedger::Open(ledger_path);
+  if (!run.ledger_path.empty()) {
+    absl::StatusOr<TrainingLedger> opened = TrainingLedger::Open(run.ledger_path);
     if (!opened.ok()) return opened.status();
-    ledger.emplace(*std::move(opened));
+    run.ledger.emplace(*std::move(opened));
   }
-  LedgerSink sink(ledger ? &*ledger : nullptr);
+  return run;
+}
+
+// Steps [start_step, total), with the epoch reports and checkpoints.
+absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_step,
+                      TrainingTask& task, LedgerSink& sink, EpochReport& report) {
   const bool json = o.format == "json";
-  absl::Status started = task.Start(*plan, sink, o.resume, dir);
-  if (!started.ok()) return started;
-  int64_t start_step = 0;
-  if (checkpoint) {
-    absl::StatusOr<int64_t> resumed_at = CheckResume(*checkpoint, dir, ledger_path, task, sink, json);
-    if (!resumed_at.ok()) return resumed_at.status();
-    start_step = *resumed_at;
-  }
-  EpochReport report(*plan, json, ledger_path, files ? Join(dir, kMetricsFile) : "");
-  report.PrintHeader(task.DescribeThreads(),
-                     files ? absl::StrCat("output in ", dir) : "no --output_dir");
   double loss_sum = 0;
   int64_t seen = 0, correct = 0;
   bool classifier = false;
   auto epoch_start = std::chrono::steady_clock::now();
-  const int64_t total = plan->total_steps;
+  const int64_t total = plan.total_steps;
   for (int64_t step = start_step; step < total; ++step) {
     const int64_t accounted = sink.steps();
     absl::StatusOr<StepOutcome> outcome = task.Step(step, sink);
@@ -183,7 +188,7 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
     loss_sum += outcome->loss_sum;
     seen += outcome->examples;
     if (outcome->correct >= 0) correct += outcome->correct, classifier = true;
-    const bool epoch_end = (step + 1) % plan->steps_per_epoch == 0 || step + 1 == total;
+    const bool epoch_end = (step + 1) % plan.steps_per_epoch == 0 || step + 1 == total;
     if (!json && ((step + 1) % 20 == 0 || epoch_end)) {
       std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f%s%s", isatty(2) ? "\r" : "",
                    static_cast<long long>(step + 1), static_cast<long long>(total),
@@ -196,22 +201,19 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
     }
     if (!epoch_end) continue;
     nlohmann::json metrics = {{"train_loss", seen ? loss_sum / static_cast<double>(seen) : 0.0}};
-    if (classifier) {
-      metrics["train_accuracy"] = seen ? static_cast<double>(correct) / seen : 0.0;
-    }
+    if (classifier) metrics["train_accuracy"] = seen ? static_cast<double>(correct) / seen : 0.0;
     absl::StatusOr<nlohmann::json> tested = task.Evaluate();
     if (!tested.ok()) return tested.status();
     for (const auto& [key, value] : tested->items()) metrics[key] = value;
-    const std::string text =
-        absl::StrFormat("train loss %.4f, %s", metrics["train_loss"].get<double>(),
-                        task.Describe(*tested));
+    const std::string text = absl::StrFormat(
+        "train loss %.4f, %s", metrics["train_loss"].get<double>(), task.Describe(*tested));
     absl::Status reported = report.Report(step + 1, metrics, text, SecondsSince(epoch_start));
     if (!reported.ok()) return reported;
-    if (files) {
-      Checkpoint saved{o.model,         step + 1,          sink.steps(),   sink.entries(),
-                       plan->certified(), task.state_files(), plan->privacy};
-      absl::Status written = SaveCheckpoint(dir, saved, [&](const std::string& suffix) {
-        return task.Save(dir, suffix, step + 1);
+    if (!o.output_dir.empty()) {
+      Checkpoint saved{o.model,          step + 1,           sink.steps(), sink.entries(),
+                       plan.certified(), task.state_files(), plan.privacy};
+      absl::Status written = SaveCheckpoint(o.output_dir, saved, [&](const std::string& suffix) {
+        return task.Save(o.output_dir, suffix, step + 1);
       });
       if (!written.ok()) return written;
     }
@@ -219,10 +221,38 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
     seen = correct = 0;
     epoch_start = std::chrono::steady_clock::now();
   }
-  absl::Status finished = task.Finish(*plan, total, ledger_path);
-  if (!files && !ledger_path.empty()) {
-    ledger.reset();
-    std::remove(ledger_path.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  absl::StatusOr<OpenedRun> run = OpenRun(o, task);
+  if (!run.ok()) return run.status();
+  const RunPlan& plan = run->plan;
+  LedgerSink sink(run->ledger ? &*run->ledger : nullptr);
+  const bool json = o.format == "json";
+  absl::Status started = task.Start(plan, sink, o.resume, o.output_dir);
+  if (!started.ok()) return started;
+  int64_t start_step = 0;
+  if (run->checkpoint) {
+    absl::StatusOr<int64_t> resumed_at =
+        CheckResume(*run->checkpoint, o.output_dir, run->ledger_path, task, sink, json);
+    if (!resumed_at.ok()) return resumed_at.status();
+    start_step = *resumed_at;
+  }
+  EpochReport report(plan, json, run->ledger_path,
+                     o.output_dir.empty() ? "" : Join(o.output_dir, kMetricsFile));
+  report.PrintHeader(task.DescribeThreads(), o.output_dir.empty()
+                                                 ? "no --output_dir"
+                                                 : absl::StrCat("output in ", o.output_dir));
+  absl::Status trained = RunSteps(o, plan, start_step, task, sink, report);
+  absl::Status finished = trained.ok() ? task.Finish(plan, plan.total_steps, run->ledger_path)
+                                       : trained;
+  if (o.output_dir.empty() && !run->ledger_path.empty()) {
+    run->ledger.reset();
+    std::remove(run->ledger_path.c_str());
   }
   if (!finished.ok()) return finished;
   if (!json) std::printf("done in %.1f s\n", SecondsSince(wall_start));
