@@ -101,9 +101,13 @@ struct Mechanism {
   }
 };
 
+// Where the upper tail of a loss threshold t starts: ell > t (kAbove: the tails are
+// P(ell > t) and P(ell <= t)) or ell >= t (kAtOrAbove: P(ell >= t) and P(ell < t)).
+enum class Threshold { kAbove, kAtOrAbove };
+
 // Tail probabilities of the base privacy loss ell = log(dB/dA), where A is the output
 // without the record and B with it: A(ell > t), A(ell <= t), B(ell > t), B(ell <= t)
-// (strict) or the same with >= / < (inclusive). The smaller of each pair is computed
+// (Threshold::kAbove) or the same with >= / < (Threshold::kAtOrAbove). The smaller of each pair is computed
 // directly so that it keeps full relative precision.
 // For the continuous bases every value is accurate to kCdfUlps ulps. A lattice base (the
 // discrete Gaussian) also states absolute error bounds a_err (on a_above and a_below) and

@@ -41,7 +41,8 @@ int DiscreteLossSign(ld m, ld sensitivity, ld sigma, ld t) {
 }
 
 BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, ld sensitivity,
-                                    ld t, ld t_err, bool inclusive) {
+                                    ld t, ld t_err, Threshold threshold) {
+  const bool inclusive = threshold == Threshold::kAtOrAbove;
   const ld scale = sigma * sigma / sensitivity;  // s^2 / D
   const ld tau = scale * t + sensitivity / 2;
   const ld tau_err = scale * t_err + 16 * kLdUnit * (scale * std::fabs(t) + sensitivity + 1);

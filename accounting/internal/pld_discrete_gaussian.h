@@ -177,9 +177,9 @@ int DiscreteLossSign(ld m, ld sensitivity, ld sigma, ld t);
 // resulting error of tau may be on either side: their masses are added to the error
 // bounds and `atoms` is left unknown (this needs a coincidence to ~1e-15 relative of a
 // transcendental threshold with the lattice; it widens the bounds, never breaks them).
-// `inclusive`: the tails are P(ell >= t) / P(ell < t) instead of P(ell > t) / P(ell <= t).
+// `threshold` says on which side an atom exactly at t falls.
 BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, ld sensitivity,
-                                    ld t, ld t_err, bool inclusive);
+                                    ld t, ld t_err, Threshold threshold);
 
 }  // namespace dpkit::accounting::pld_internal
 

@@ -56,8 +56,8 @@ TEST(PldDiscreteGaussianTest, LatticeTailsPlaceAnAtomOnTheThresholdExactly) {
   // D = 2, s = 1: losses (x - 1) * 2, so ell = 0 at x = 1. P(ell > 0) = P(X >= 2),
   // P(ell >= 0) = P(X >= 1) (inclusive).
   const DiscreteGaussianTails dg(1);
-  const BaseTails strict = DiscreteGaussianBaseTails(dg, 1, 2, 0, 0, /*inclusive=*/false);
-  const BaseTails incl = DiscreteGaussianBaseTails(dg, 1, 2, 0, 0, /*inclusive=*/true);
+  const BaseTails strict = DiscreteGaussianBaseTails(dg, 1, 2, 0, 0, Threshold::kAbove);
+  const BaseTails incl = DiscreteGaussianBaseTails(dg, 1, 2, 0, 0, Threshold::kAtOrAbove);
   EXPECT_NEAR(static_cast<double>(strict.a_above), static_cast<double>(BruteUpper(1, 2)), 1e-15);
   EXPECT_NEAR(static_cast<double>(incl.a_above), static_cast<double>(BruteUpper(1, 1)), 1e-15);
   EXPECT_EQ(strict.atoms, 2);

@@ -44,7 +44,8 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err) {
   return r;
 }
 
-BaseTails LaplaceTails(ld b, ld t, bool inclusive, ld t_err) {
+BaseTails LaplaceTails(ld b, ld t, Threshold threshold, ld t_err) {
+  const bool inclusive = threshold == Threshold::kAtOrAbove;
   // A = Lap(0, b), B = Lap(1, b): ell(o) = (|o| - |o - 1|)/b in [-1/b, 1/b], with atoms
   // A(ell = -1/b) = 1/2, A(ell = 1/b) = e^{-1/b}/2, B(ell = -1/b) = e^{-1/b}/2,
   // B(ell = 1/b) = 1/2. Inside, ell > t <=> o > (b t + 1)/2.
@@ -81,14 +82,14 @@ BaseTails LaplaceTails(ld b, ld t, bool inclusive, ld t_err) {
   return r;
 }
 
-BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
+BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, Threshold threshold,
                       const DiscreteGaussianTails* dg) {
   if (m.base == Base::kGaussian) return GaussianTails(m.parameter, t, t_err);
   if (m.base == Base::kDiscreteGaussian) {
     return DiscreteGaussianBaseTails(*dg, m.parameter, static_cast<ld>(m.sensitivity), t, t_err,
-                                     inclusive);
+                                     threshold);
   }
-  return LaplaceTails(m.parameter, t, inclusive, t_err);
+  return LaplaceTails(m.parameter, t, threshold, t_err);
 }
 
 ld SubsampledThreshold(ld l, ld q, ld* t_err) {
@@ -118,7 +119,7 @@ LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
       if (std::expm1(l) + q <= 0) return {1, 0, 1, 0};
       t = SubsampledThreshold(l, q, &t_err);
     }
-    const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/false, dg);
+    const BaseTails b = BaseTailsAt(m, t, t_err, Threshold::kAbove, dg);
     return {(1 - q) * b.a_above + q * b.b_above, (1 - q) * b.a_below + q * b.b_below,
             b.a_above, b.a_below, (1 - q) * b.a_err + q * b.b_err, b.a_err, b.atoms, t, t_err};
   }
@@ -130,7 +131,7 @@ LossTails LossTailsAt(const Mechanism& m, Direction dir, ld l,
     if (std::expm1(-l) + q <= 0) return {0, 1, 0, 1};
     t = SubsampledThreshold(-l, q, &t_err);
   }
-  const BaseTails b = BaseTailsAt(m, t, t_err, /*inclusive=*/true, dg);
+  const BaseTails b = BaseTailsAt(m, t, t_err, Threshold::kAtOrAbove, dg);
   // b.*_above = P(ell >= t') = P(L <= l); b.*_below = P(ell < t') = P(L > l).
   return {b.a_below, b.a_above, (1 - q) * b.a_below + q * b.b_below,
           (1 - q) * b.a_above + q * b.b_above, b.a_err, (1 - q) * b.a_err + q * b.b_err,

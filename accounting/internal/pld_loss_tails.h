@@ -18,15 +18,14 @@ ld NormalUpper(ld z);
 // z = s t +- 1/(2s) times s t_err, which goes into a_err / b_err (twice that, as a margin).
 BaseTails GaussianTails(ld sigma, ld t, ld t_err = 0);
 
-// Base tails of the Laplace pair A = Lap(0, b), B = Lap(1, b) at t (inclusive: >= / <
-// instead of > / <=). t_err as for GaussianTails: inside (-1/b, 1/b) the tails have
+// Base tails of the Laplace pair A = Lap(0, b), B = Lap(1, b) at t. t_err as for GaussianTails: inside (-1/b, 1/b) the tails have
 // density at most 1/4 in ell; within 2 t_err of an atom (ell = +-1/b) the side the atom
 // falls on is uncertain and its mass (at most 1/2) is added to the errors.
-BaseTails LaplaceTails(ld b, ld t, bool inclusive, ld t_err = 0);
+BaseTails LaplaceTails(ld b, ld t, Threshold threshold, ld t_err = 0);
 
 // The base tails of m's base at t. `dg` is the discrete Gaussian's table
 // (kDiscreteGaussian only); `t_err` bounds the rounding error of t.
-BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, bool inclusive,
+BaseTails BaseTailsAt(const Mechanism& m, ld t, ld t_err, Threshold threshold,
                       const DiscreteGaussianTails* dg);
 
 // The base threshold t = log((e^l - 1 + q)/q) of a subsampled loss threshold l (both

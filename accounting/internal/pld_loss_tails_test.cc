@@ -34,12 +34,12 @@ TEST(PldLossTailsTest, GaussianTailsMatchTheClosedForm) {
 TEST(PldLossTailsTest, LaplaceTailsPutTheAtomsOnTheRightSide) {
   // Lap(0, b) vs Lap(1, b): atoms at ell = -1/b (A-mass 1/2) and 1/b (A-mass e^{-1/b}/2).
   const long double b = 2, hi = 1 / b;
-  const BaseTails strict = LaplaceTails(b, hi, /*inclusive=*/false);
+  const BaseTails strict = LaplaceTails(b, hi, Threshold::kAbove);
   EXPECT_EQ(strict.a_above, 0);  // nothing strictly above the top atom
-  const BaseTails inclusive = LaplaceTails(b, hi, /*inclusive=*/true);
+  const BaseTails inclusive = LaplaceTails(b, hi, Threshold::kAtOrAbove);
   EXPECT_NEAR(static_cast<double>(inclusive.a_above), 0.5 * std::exp(-0.5), 1e-15);
   EXPECT_NEAR(static_cast<double>(inclusive.b_above), 0.5, 1e-15);
-  const BaseTails all = LaplaceTails(b, -hi, /*inclusive=*/true);
+  const BaseTails all = LaplaceTails(b, -hi, Threshold::kAtOrAbove);
   EXPECT_EQ(all.a_above, 1);
   EXPECT_EQ(all.b_above, 1);
 }
