@@ -5,12 +5,17 @@
 // Why not Boost.Math's boost::math::tools::bisect / brent_find_minima: every certified
 // bound the accountant prints depends on the exact sequence of points these searches
 // visit (a grid range, a window width, the tilt, the crossing of a delta-curve), and
-// dpkit's printed bounds are pinned bit for bit (tests/golden). Boost's bisect evaluates
-// both ends first (two more evaluations of, e.g., a certified delta-curve per search),
-// needs a sign change at the ends and stops where the midpoint meets an end; Brent's
-// method visits different points than the golden section. The searches here reproduce
-// the visiting order the bounds were certified and pinned with; the predicates and
-// objectives they are given are the place where the mathematics lives.
+// dpkit's printed bounds are pinned bit for bit (//tests/golden). Boost's bisect
+//  * evaluates both ends first and needs a sign change there: the 64-step search for the
+//    lower epsilon bound (EpsilonFor) only knows its lower end's side;
+//  * stops where the midpoint equals an end, keeping the old lower end: after 64 halvings
+//    of a grid cell the long double midpoint can equal the upper end, where the search
+//    here moves the lower end onto it (a different lower bound, by one long double ulp);
+//  * computes an integer midpoint as (lo + hi) / 2, which rounds towards zero, while the
+//    grid-range searches (BuildContinuousPmfs) use lo + (hi - lo) / 2;
+// and Brent's method visits other points than the golden section that chose the tilts.
+// So the searches here reproduce the visiting order the bounds were certified and pinned
+// with; the predicates and objectives they are given are where the mathematics lives.
 #ifndef DPKIT_ACCOUNTING_INTERNAL_PLD_SEARCH_H_
 #define DPKIT_ACCOUNTING_INTERNAL_PLD_SEARCH_H_
 
