@@ -406,6 +406,10 @@ TEST(PldTest, ExtremeInputsGiveAnswersOrOneLineErrors) {
   auto huge = PldEpsilon(*DpSgdEvent(0.01, 0.01, 100000000), 1e-5);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().rfind("the privacy loss grid would need ", 0), 0u) << huge.error();
+  // Typed: the driver retried coarser grids on ErrorCode::kGridLimit up to spacing 1.
+  EXPECT_EQ(huge.error_value().code, ErrorCode::kGridLimit);
+  EXPECT_GT(huge.error_value().grid_points, 0);
+  EXPECT_NE(huge.error().find("at spacing 1;"), std::string::npos) << huge.error();
   EXPECT_EQ(huge.error().find('\n'), std::string::npos);
   // sigma 0.01 with few steps: certified (if loose) bounds.
   auto tiny_noise = PldEpsilon(*DpSgdEvent(0.1, 0.01, 10), 1e-5);
