@@ -18,8 +18,13 @@ struct DeltaCurve {
   Bound bound;
   ld h;
   int64_t start = 0, n = 0;
-  std::vector<ld> s1, s2;  // suffix sums of w_j and w_j e^{-l_j}
+  // Suffix sums of w_j and of w_j e^{o_j - l_j}, o_j = offset[j] h (see (8) in
+  // pld_delta_curve.cc).
+  std::vector<ld> s1, s2;
+  std::vector<int64_t> offset;
+  int64_t rebases = 0;  // rebasings of a non-zero s2 (each costs a rounding, (8))
   ld infinity_mass = 0, above = 0, log_scale = 0, lambda = 0, tau = 0;
+  ld exponent_bound = 0;  // |log_scale| + |lambda| max |l_j| + 1 (exponent rounding, (8))
 };
 
 // Relative error allowance of each untilted weight w_j and w_j e^{-l_j} of MakeCurve:
