@@ -25,7 +25,7 @@ ABSL_FLAG(std::string, solve_for, "noise_multiplier",
 // Defined with the rdp accountant (tools/accounting_report.cc): calibrate converts RDP
 // to epsilon exactly as `dpkit epsilon --accountant=rdp` does.
 ABSL_DECLARE_FLAG(std::string, rdp_conversion);
-// Defined with the pld accountant (tools/pld_accountant.cc), same meaning and range.
+// Defined with the accounting report flags (tools/accounting_report.cc), same meaning and range.
 ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
 namespace dpkit::tools {

@@ -20,8 +20,6 @@
 //              certified lower bound from rdp and the CLT value from gdp, read from
 //              each accountant's JSON ("min_error_lower"/"min_error_upper",
 //              "min_error") when the accountant reports it.
-// Every further accountant registered in accounting_report.h with in_all adds a
-// column "epsilon_<name>" automatically.
 //
 // gdp-experiments: Bu et al. 2020, Sec. 5 (Adult, IMDb, MovieLens 1M): the same
 // columns for the paper's three other settings. The paper's mu and eps_CLT come from
@@ -31,7 +29,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,6 +44,8 @@
 #include "accounting/event.h"
 #include "accounting/gdp.h"
 #include "accounting/rdp.h"
+#include "accounting/report.h"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -76,27 +78,6 @@ json Cell(double paper, double dpkit, bool agrees) {
   return json{{"paper", paper}, {"dpkit", JsonNumber(dpkit)}, {"agrees", agrees}};
 }
 
-const Accountant* FindAccountant(const std::string& name) {
-  for (const Accountant& a : Accountants()) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
-}
-
-// The accountant's epsilon JSON, or null when it is not registered or cannot account
-// the event.
-absl::StatusOr<json> AccountantJson(const std::string& name, const accounting::Event& event,
-                                    double delta) {
-  const Accountant* a = FindAccountant(name);
-  if (a == nullptr || a->epsilon == nullptr) return json(nullptr);
-  absl::StatusOr<json> r = a->epsilon(event, delta);
-  if (absl::IsFailedPrecondition(r.status())) return json(nullptr);
-  if (!r.ok()) {
-    return absl::Status(r.status().code(), absl::StrCat(name, ": ", r.status().message()));
-  }
-  return *r;
-}
-
 std::string Percent(const json& value) {
   return value.is_number() ? absl::StrFormat("%5.1f%%", 100 * value.get<double>())
                            : std::string("    - ");
@@ -120,22 +101,32 @@ struct CertifiedColumns {
 absl::StatusOr<CertifiedColumns> Certified(const accounting::Event& event, double delta,
                                            double sampling_rate, int64_t steps) {
   CertifiedColumns c;
-  absl::StatusOr<json> pld = AccountantJson("pld", event, delta);
-  if (!pld.ok()) return pld.status();
-  absl::StatusOr<json> rdp = AccountantJson("rdp", event, delta);
-  if (!rdp.ok()) return rdp.status();
-  absl::StatusOr<json> gdp = AccountantJson("gdp", event, delta);
-  if (!gdp.ok()) return gdp.status();
-  auto field = [](const json& r, const char* key) {
-    return r.is_object() && r.contains(key) ? r[key] : json(nullptr);
+  // The accounting report with every accountant at its defaults (as `dpkit epsilon`
+  // without flags); an accountant that cannot account the event leaves its cells null.
+  const accounting::PrivacyReport report =
+      accounting::ComputeReport(event, accounting::ReportQuantity::kEpsilon, delta, {});
+  for (const auto& [name, state, message] :
+       {std::tuple<const char*, accounting::SlotState, std::string>{"rdp", report.rdp.state,
+                                                                    report.rdp.message},
+        {"gdp", report.gdp.state, report.gdp.message},
+        {"pld", report.pld.state, report.pld.message}}) {
+    if (state == accounting::SlotState::kFailed) {
+      return base::WithContext(base::ToStatus(accounting::Error{message}), name);
+    }
+  }
+  const bool pld = report.pld.state == accounting::SlotState::kComputed;
+  const bool rdp = report.rdp.state == accounting::SlotState::kComputed;
+  const bool gdp = report.gdp.state == accounting::SlotState::kComputed;
+  auto optional = [](bool computed, const std::optional<double>& value) {
+    return computed && value ? JsonNumber(*value) : json(nullptr);
   };
-  c.epsilon_pld = {{"upper", field(*pld, "epsilon_upper")},
-                   {"lower", field(*pld, "epsilon_lower")},
+  c.epsilon_pld = {{"upper", pld ? JsonNumber(report.pld.value.upper) : json(nullptr)},
+                   {"lower", pld ? JsonNumber(report.pld.value.lower) : json(nullptr)},
                    {"certified", true}};
-  c.min_error = {{"pld_lower", field(*pld, "min_error_lower")},
-                 {"pld_upper", field(*pld, "min_error_upper")},
-                 {"rdp_lower", field(*rdp, "min_error_lower")},
-                 {"gdp_clt", field(*gdp, "min_error")}};
+  c.min_error = {{"pld_lower", optional(pld, report.pld.value.min_error_lower)},
+                 {"pld_upper", optional(pld, report.pld.value.min_error_upper)},
+                 {"rdp_lower", optional(rdp, report.rdp.value.min_error_lower)},
+                 {"gdp_clt", optional(gdp, report.gdp.value.min_error)}};
   c.text = absl::StrCat(" | ", Fixed(c.epsilon_pld["upper"]), " [",
                         Fixed(c.epsilon_pld["lower"]), "] | ",
                         Percent(c.min_error["pld_lower"]), "-",
@@ -205,13 +196,6 @@ absl::Status ReproduceGdpTable1(bool as_json) {
   const std::vector<double> rdp_orders = accounting::DefaultRdpOrders();
   json rows = json::array();
   int disagreements = 0;
-  std::vector<std::string> extra_columns;
-  for (const Accountant& a : Accountants()) {
-    if (a.in_all && a.name != "rdp" && a.name != "gdp" && a.name != "pld" &&
-        a.epsilon != nullptr) {
-      extra_columns.push_back(a.name);
-    }
-  }
   std::string text = absl::StrCat(
       "Bu, Dong, Long, Su 2020, Table 1: MNIST, p = 256/60000, delta = 1e-5,\n"
       "steps = ceil(epochs * 60000 / 256). mu and eps_CLT are CLT APPROXIMATIONS "
@@ -222,7 +206,6 @@ absl::Status ReproduceGdpTable1(bool as_json) {
                       "epochs", "steps", "mu", "dpkit", "epsCLT", "dpkit", "epsMA",
                       "dpkit", "diff", "epsRDP"),
       kCertifiedHeader);
-  for (const std::string& name : extra_columns) absl::StrAppend(&text, " | eps_", name);
   absl::StrAppend(&text, "\n");
 
   for (const Table1Row& row : kTable1) {
@@ -277,23 +260,6 @@ absl::Status ReproduceGdpTable1(bool as_json) {
     out["min_error"] = certified->min_error;
     out["sigma_tilde_pld"] = certified->sigma_tilde;
     absl::StrAppend(&text, certified->text);
-    for (const std::string& name : extra_columns) {
-      for (const Accountant& a : Accountants()) {
-        if (a.name != name) continue;
-        absl::StatusOr<json> r = a.epsilon(*event, kDelta);
-        if (!r.ok()) {
-          return absl::Status(r.status().code(),
-                              absl::StrCat(name, ": ", r.status().message()));
-        }
-        json cell = {{"dpkit", r->contains("epsilon") ? (*r)["epsilon"] : *r}};
-        if (r->contains("epsilon")) cell["details"] = *r;
-        out["epsilon_" + name] = cell;
-        absl::StrAppend(&text, " | ",
-                        cell["dpkit"].is_number()
-                            ? absl::StrFormat("%7.4f", cell["dpkit"].get<double>())
-                            : cell["dpkit"].dump());
-      }
-    }
     absl::StrAppend(&text, mu_ok && clt_ok && ma_ok ? "" : "  MISMATCH", "\n");
     rows.push_back(out);
   }
