@@ -128,11 +128,21 @@ AccountantSlot<GdpValue> GdpSlot(const Event& event, ReportQuantity quantity, do
   if (quantity == ReportQuantity::kDelta) {
     Result<double> delta = GdpDelta(mu->mu, fixed);
     if (!delta.ok()) return Failed<GdpValue>(delta.error());
+    if (std::isnan(*delta)) {
+      return NotApplicable<GdpValue>("GDP delta is outside double precision for mu = " +
+                                     internal::FormatDouble(mu->mu));
+    }
     value.value = *delta;
     return Computed(value);
   }
   Result<double> epsilon = GdpEpsilon(mu->mu, fixed);
   if (!epsilon.ok()) return Failed<GdpValue>(epsilon.error());
+  // mu far above any useful privacy (the noise is negligible) leaves double's range in
+  // the conversion; no number is better than a NaN printed as one.
+  if (std::isnan(*epsilon)) {
+    return NotApplicable<GdpValue>("GDP epsilon is outside double precision for mu = " +
+                                   internal::FormatDouble(mu->mu));
+  }
   value.value = *epsilon;
   // min_alpha alpha + G_mu(alpha) = 2 Phi(-mu/2) = erfc(mu / (2 sqrt 2)), attained at
   // alpha = Phi(-mu/2) (Bu et al. 2020, Sec. 5). Approximate when mu is mu_CLT.

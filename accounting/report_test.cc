@@ -128,8 +128,11 @@ TEST(ReportTest, TinyNoiseGivesInfiniteOrHugeBoundsWithoutFailing) {
   PrivacyReport report =
       ComputeReport(*DpSgdEvent(1.0, 1e-20, 1), ReportQuantity::kEpsilon, 1e-5, {});
   const std::string text = ReportToText(report);
-  EXPECT_EQ(text.find("headline: "), 0u);
-  EXPECT_FALSE(ReportToJson(report).dump().empty());
+  EXPECT_EQ(text.find("headline: epsilon <= "), 0u) << text;
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+  EXPECT_EQ(report.gdp.state, SlotState::kNotApplicable);
+  EXPECT_EQ(ReportHeadline(report)->accountant, "rdp");
+  EXPECT_EQ(ReportToJson(report)["pld"]["infinite"], true);
 }
 
 }  // namespace
