@@ -19,12 +19,25 @@ std::map<std::string, Command>& Registry() {
   return *registry;
 }
 
+struct RawCommand {
+  std::string summary;
+  int (*main)(int argc, char** argv);
+};
+
+std::map<std::string, RawCommand>& RawRegistry() {
+  static auto* registry = new std::map<std::string, RawCommand>();
+  return *registry;
+}
+
 void PrintProgramHelp() {
   std::printf(
       "dpkit: differential privacy accounting, mechanisms and training.\n\n"
       "Usage: dpkit COMMAND [--flag=value ...] [ARGS]\n\nCommands:\n");
-  for (const Command* c : RegisteredCommands()) {
-    std::printf("  %-12s %s\n", c->name.c_str(), c->summary.c_str());
+  std::map<std::string, std::string> summaries;
+  for (const Command* c : RegisteredCommands()) summaries[c->name] = c->summary;
+  for (const auto& [name, raw] : RawRegistry()) summaries[name] = raw.summary;
+  for (const auto& [name, summary] : summaries) {
+    std::printf("  %-12s %s\n", name.c_str(), summary.c_str());
   }
   std::printf("\nRun `dpkit COMMAND --help` for the flags of one command.\n");
 }
@@ -53,6 +66,12 @@ bool RegisterCommand(Command command) {
   return true;
 }
 
+bool RegisterRawCommand(const std::string& name, const std::string& summary,
+                        int (*main)(int argc, char** argv)) {
+  RawRegistry().emplace(name, RawCommand{summary, main});
+  return true;
+}
+
 std::vector<const Command*> RegisteredCommands() {
   std::vector<const Command*> out;
   for (const auto& [name, command] : Registry()) out.push_back(&command);
@@ -68,6 +87,9 @@ int RunMain(int argc, char** argv) {
   if (name == "--help" || name == "-h" || name == "help") {
     PrintProgramHelp();
     return kExitOk;
+  }
+  if (auto raw = RawRegistry().find(name); raw != RawRegistry().end()) {
+    return raw->second.main(argc, argv);
   }
   auto it = Registry().find(name);
   if (it == Registry().end()) {
