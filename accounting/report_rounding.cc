@@ -109,6 +109,37 @@ std::string FormatRounded(double value, int significant_digits, Rounding roundin
   return GStyle(negative, digits, exponent);
 }
 
+std::string FormatFixed(double value, int decimals, Rounding rounding) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  const int places = std::clamp(decimals, 0, 20);
+  char buffer[400];  // %f of the largest double has 309 integer digits
+  std::snprintf(buffer, sizeof(buffer), "%.*f", places, value);
+  std::string text = buffer;
+  const double printed = std::strtod(text.c_str(), nullptr);
+  const bool too_small = rounding == Rounding::kUp && printed < value;
+  const bool too_large = rounding == Rounding::kDown && printed > value;
+  if (!too_small && !too_large) return text;
+  // Move one unit of the last decimal outward, on the digits with the point taken out.
+  const bool negative = text[0] == '-';
+  std::string digits;
+  for (char ch : text) {
+    if (ch >= '0' && ch <= '9') digits += ch;
+  }
+  const bool grow_magnitude = negative ? too_large : too_small;
+  if (grow_magnitude) {
+    IncrementDigits(&digits);
+  } else {
+    DecrementDigits(&digits);
+  }
+  std::string integer = digits.substr(0, digits.size() - places);
+  while (integer.size() > 1 && integer[0] == '0') integer.erase(0, 1);
+  if (integer.empty()) integer = "0";
+  std::string out = (negative ? "-" : "") + integer;
+  if (places > 0) out += "." + digits.substr(digits.size() - places);
+  return out;
+}
+
 std::string FormatUpperBound(double value, int significant_digits) {
   return FormatRounded(value, significant_digits, Rounding::kUp);
 }

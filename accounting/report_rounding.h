@@ -28,6 +28,10 @@ enum class Rounding {
 // value above the largest double gives "inf".
 std::string FormatRounded(double value, int significant_digits, Rounding rounding);
 
+// `value` with `decimals` in [0, 20] digits after the point, printf("%.*f") style
+// ("2.3818"), rounded as `rounding` says (for tables with aligned columns).
+std::string FormatFixed(double value, int decimals, Rounding rounding);
+
 // Shorthands: an upper bound rounded up, a lower bound rounded down.
 std::string FormatUpperBound(double value, int significant_digits);
 std::string FormatLowerBound(double value, int significant_digits);

@@ -56,6 +56,16 @@ TEST(ReportRoundingTest, InfinitiesAndOverflow) {
             "1.7976931348623155e+308");
 }
 
+TEST(ReportRoundingTest, FixedDecimalsRoundOutward) {
+  EXPECT_EQ(FormatFixed(2.381773, 4, Rounding::kUp), "2.3818");
+  EXPECT_EQ(FormatFixed(2.381521, 4, Rounding::kDown), "2.3815");
+  EXPECT_EQ(FormatFixed(2.381521, 4, Rounding::kUp), "2.3816");
+  EXPECT_EQ(FormatFixed(9.99995, 4, Rounding::kUp), "10.0000");
+  EXPECT_EQ(FormatFixed(0.00004, 4, Rounding::kDown), "0.0000");
+  EXPECT_EQ(FormatFixed(-0.00004, 4, Rounding::kDown), "-0.0001");
+  EXPECT_EQ(FormatFixed(12.5, 0, Rounding::kUp), "13");
+}
+
 // The property every printed bound relies on, over random doubles of every magnitude and
 // every precision: the printed upper bound parses to >= the value, the printed lower bound
 // to <= it, and each is within one unit of the last printed digit. A failure is a real
@@ -76,6 +86,12 @@ TEST(ReportRoundingTest, PrintedBoundsParseToTheCorrectSideProperty) {
     if (!std::isfinite(value)) continue;
     const int d = digits(generator);
     SCOPED_TRACE(testing::Message() << "value " << value << " digits " << d);
+    if (std::fabs(value) < 1e15) {
+      const std::string fixed_up = FormatFixed(value, d, Rounding::kUp);
+      const std::string fixed_down = FormatFixed(value, d, Rounding::kDown);
+      ASSERT_GE(Parse(fixed_up), value) << fixed_up;
+      ASSERT_LE(Parse(fixed_down), value) << fixed_down;
+    }
     const std::string up = FormatUpperBound(value, d);
     const std::string down = FormatLowerBound(value, d);
     ASSERT_GE(Parse(up), value) << up;

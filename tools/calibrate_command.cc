@@ -107,7 +107,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
   const double target = absl::GetFlag(FLAGS_target_epsilon);
   if (absl::Status s = CheckFinitePositive("target_epsilon", target); !s.ok()) return s;
   const double delta = absl::GetFlag(FLAGS_delta);
-  if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+  if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
   const std::string name = FlagGiven("accountant") ? absl::GetFlag(FLAGS_accountant) : "pld";
   if (absl::Status s = CheckOneOf("accountant", name, {"pld", "rdp", "gdp"}); !s.ok()) return s;
   const accounting::Accountant accountant =

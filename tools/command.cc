@@ -29,6 +29,31 @@ std::map<std::string, RawCommand>& RawRegistry() {
   return *registry;
 }
 
+// An error message as one line of at most kMaxMessage characters: control characters
+// escaped (a file name may hold a newline), the middle of a longer message cut (a ledger
+// line echoed in full could be megabytes).
+std::string OneLine(absl::string_view message) {
+  constexpr size_t kMaxMessage = 1000;
+  std::string out;
+  for (char c : message) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  if (out.size() > kMaxMessage) {
+    out = absl::StrCat(out.substr(0, kMaxMessage - 120), " ... ",
+                       out.substr(out.size() - 80), " (", out.size(), " characters)");
+  }
+  return out;
+}
+
 void PrintProgramHelp() {
   std::printf(
       "dpkit: differential privacy accounting, mechanisms and training.\n\n"
@@ -95,7 +120,7 @@ int RunMain(int argc, char** argv) {
   if (it == Registry().end()) {
     std::fprintf(stderr,
                  "dpkit: unknown command '%s' (run `dpkit --help` for the list)\n",
-                 name.c_str());
+                 Abbreviate(name).c_str());
     return kExitUsage;
   }
   const Command& command = it->second;
@@ -109,14 +134,12 @@ int RunMain(int argc, char** argv) {
   CommandContext context;
   absl::Status parsed = ParseCommandFlags(command, argc - 2, argv + 2, &context.args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
-                 std::string(parsed.message()).c_str());
+    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(parsed.message()).c_str());
     return kExitUsage;
   }
   absl::Status status = command.run(context);
   if (status.ok()) return kExitOk;
-  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
-               std::string(status.message()).c_str());
+  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(status.message()).c_str());
   return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
                  absl::IsNotFound(status)
              ? kExitUsage

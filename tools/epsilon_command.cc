@@ -36,7 +36,7 @@ absl::Status RunQuery(const CommandContext& context, Query query) {
   double fixed = 0;
   if (at_delta) {
     fixed = absl::GetFlag(FLAGS_delta);
-    if (absl::Status s = CheckOpenUnit("delta", fixed); !s.ok()) return s;
+    if (absl::Status s = CheckDelta("delta", fixed); !s.ok()) return s;
   } else {
     if (!FlagGiven("epsilon")) {
       return absl::InvalidArgumentError("--epsilon (finite, >= 0) is required");

@@ -36,7 +36,7 @@ absl::Status RunLedger(const CommandContext& context) {
   if (want_delta) {
     if (absl::Status s = CheckFiniteNonNegative("epsilon", epsilon); !s.ok()) return s;
   } else {
-    if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+    if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
   }
 
   const std::string& path = context.args[0];

@@ -45,6 +45,7 @@
 #include "accounting/gdp.h"
 #include "accounting/rdp.h"
 #include "accounting/report.h"
+#include "accounting/report_rounding.h"
 #include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
@@ -78,14 +79,22 @@ json Cell(double paper, double dpkit, bool agrees) {
   return json{{"paper", paper}, {"dpkit", JsonNumber(dpkit)}, {"agrees", agrees}};
 }
 
-std::string Percent(const json& value) {
-  return value.is_number() ? absl::StrFormat("%5.1f%%", 100 * value.get<double>())
-                           : std::string("    - ");
+// A probability as a percentage with one decimal ("77.6%"), rounded as `rounding` says:
+// the digits of the probability at 3 decimals (accounting/report_rounding.h), the point
+// moved two places in the text, so a certified bound stays one when printed.
+std::string Percent(const json& value, accounting::Rounding rounding) {
+  if (!value.is_number() || !(value.get<double>() >= 0)) return "    - ";
+  const std::string text = accounting::FormatFixed(value.get<double>(), 3, rounding);
+  const size_t point = text.find('.');
+  const int tenths = std::stoi(text.substr(0, point)) * 1000 + std::stoi(text.substr(point + 1));
+  return absl::StrFormat("%3d.%d%%", tenths / 10, tenths % 10);
 }
 
-std::string Fixed(const json& value) {
-  return value.is_number() ? absl::StrFormat("%7.4f", value.get<double>())
-                           : std::string("      -");
+// A bound with 4 decimals, rounded as `rounding` says, right-aligned in 7 characters.
+std::string Fixed(const json& value, accounting::Rounding rounding) {
+  return value.is_number()
+             ? absl::StrFormat("%7s", accounting::FormatFixed(value.get<double>(), 4, rounding))
+             : std::string("      -");
 }
 
 // The certified columns of one setting: "epsilon_pld" {upper, lower} and "min_error"
@@ -127,12 +136,13 @@ absl::StatusOr<CertifiedColumns> Certified(const accounting::Event& event, doubl
                  {"pld_upper", optional(pld, report.pld.value.min_error_upper)},
                  {"rdp_lower", optional(rdp, report.rdp.value.min_error_lower)},
                  {"gdp_clt", optional(gdp, report.gdp.value.min_error)}};
-  c.text = absl::StrCat(" | ", Fixed(c.epsilon_pld["upper"]), " [",
-                        Fixed(c.epsilon_pld["lower"]), "] | ",
-                        Percent(c.min_error["pld_lower"]), "-",
-                        Percent(c.min_error["pld_upper"]), " ",
-                        Percent(c.min_error["rdp_lower"]), " ",
-                        Percent(c.min_error["gdp_clt"]));
+  using accounting::Rounding;
+  c.text = absl::StrCat(" | ", Fixed(c.epsilon_pld["upper"], Rounding::kUp), " [",
+                        Fixed(c.epsilon_pld["lower"], Rounding::kDown), "] | ",
+                        Percent(c.min_error["pld_lower"], Rounding::kDown), "-",
+                        Percent(c.min_error["pld_upper"], Rounding::kUp), " ",
+                        Percent(c.min_error["rdp_lower"], Rounding::kDown), " ",
+                        Percent(c.min_error["gdp_clt"], Rounding::kNearest));
   // sigma~ of Bu et al. 2020, eqs. (3.3)-(3.4) from the certified PLD interval instead
   // of the moments accountant (the same chain as accounting::CltEquivalentNoiseMultiplier):
   // the noise multiplier with which the CLT would claim the exact epsilon lies in
@@ -250,10 +260,10 @@ absl::Status ReproduceGdpTable1(bool as_json) {
     absl::StrAppend(
         &text,
         absl::StrFormat("%5.2f %6g %6d | %5.2f %7.4f | %6.2f %7.4f | %6.2f %7.4f %+5.2f%% "
-                        "| %7.4f",
+                        "| %7s",
                         row.sigma, row.epochs, *steps, row.mu, *mu, row.epsilon_clt,
                         *eps_clt, row.epsilon_ma, eps_ma->epsilon, 100 * ma_diff,
-                        eps_rdp->epsilon));
+                        accounting::FormatFixed(eps_rdp->epsilon, 4, accounting::Rounding::kUp)));
     absl::StatusOr<CertifiedColumns> certified = Certified(*event, kDelta, q, *steps);
     if (!certified.ok()) return certified.status();
     out["epsilon_pld"] = certified->epsilon_pld;
@@ -355,10 +365,11 @@ absl::Status ReproduceGdpExperiments(bool as_json) {
     absl::StrAppend(
         &text,
         absl::StrFormat("%-9s %5.2f %9.6f %5g %6d %6g | %5.2f %7.4f | %6.2f %7.4f | %6.2f "
-                        "%7.4f %+5.2f%% | %7.4f",
+                        "%7.4f %+5.2f%% | %7s",
                         row.name, row.sigma, q, row.epochs, *steps, row.delta, row.mu, mu,
                         row.epsilon_clt, *eps_clt, row.epsilon_ma, eps_ma->epsilon,
-                        100 * ma_diff, eps_rdp->epsilon),
+                        100 * ma_diff,
+                        accounting::FormatFixed(eps_rdp->epsilon, 4, accounting::Rounding::kUp)),
         certified->text, mu_ok && clt_ok && ma_ok ? "" : "  MISMATCH", "\n");
     rows.push_back(out);
   }
