@@ -334,6 +334,18 @@ PrivacyReport ComputeReport(const Event& event, ReportQuantity quantity, double 
   return report;
 }
 
+Result<double> CertifiedRdpEpsilon(const Event& event, double delta) {
+  if (!(delta > 0 && delta < 1)) {
+    return Error{"delta must be in (0, 1), got " + internal::FormatDouble(delta)};
+  }
+  ReportOptions options;
+  options.pld = options.gdp = options.min_errors = false;
+  const AccountantSlot<RdpBound> rdp =
+      RdpSlot(event, ReportQuantity::kEpsilon, delta, options);
+  if (rdp.state != SlotState::kComputed) return Error{rdp.message};
+  return rdp.value.value;
+}
+
 PrivacyReport EmptyRunReport(ReportQuantity quantity, double fixed) {
   PrivacyReport report;
   report.quantity = quantity;

@@ -109,6 +109,11 @@ struct PrivacyReport {
 PrivacyReport ComputeReport(const Event& event, ReportQuantity quantity, double fixed,
                             const ReportOptions& options);
 
+// The certified RDP epsilon of `event` at `delta` (default orders, optimal conversion):
+// the rdp slot of ComputeReport alone, for callers that need one number (e.g. a trainer's
+// summary of the sparse DP-SGD event of optim/sparse/sparse_privacy.h).
+Result<double> CertifiedRdpEpsilon(const Event& event, double delta);
+
 // The report of an empty run (no event): epsilon 0 (delta 0) by rdp, order unknown.
 PrivacyReport EmptyRunReport(ReportQuantity quantity, double fixed);
 
