@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting/calibrate.h"
 #include "nlohmann/json.hpp"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -91,7 +92,7 @@ std::string Kind(accounting::Accountant accountant) {
 absl::Status RunCalibrate(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
@@ -157,7 +158,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       result = accounting::LargestSamplingRateForEpochs(target, delta, *sigma, epochs,
                                                         accountant, options);
     }
-    if (!result.ok()) return absl::OutOfRangeError(result.error());
+    RETURN_IF_ERROR(result);
     out = {{"noise_multiplier", *sigma},          {"epsilon", result->epsilon},
            {"accountant", name},                  {"solve_for", solve_for},
            {"sampling_rate", result->sampling_rate}, {"steps", result->steps},
@@ -184,7 +185,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       if (!sigma.ok()) return sigma.status();
       auto result = accounting::LargestSteps(target, delta, q, *sigma, kMaxCalibratedSteps,
                                              accountant, options);
-      if (!result.ok()) return absl::OutOfRangeError(result.error());
+      RETURN_IF_ERROR(result);
       if (result->steps == 0) {
         return absl::OutOfRangeError(absl::StrCat(
             "even one step (sampling_rate ", FormatNumber(q), ", noise_multiplier ",
@@ -227,7 +228,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       }
       auto result =
           accounting::CalibrateNoiseMultiplier(target, delta, q, steps, accountant, options);
-      if (!result.ok()) return absl::OutOfRangeError(result.error());
+      RETURN_IF_ERROR(result);
       out = {{"noise_multiplier", result->noise_multiplier},
              {"epsilon", result->epsilon},
              {"accountant", name},

@@ -22,7 +22,7 @@ enum class Query { kEpsilonAtDelta, kDeltaAtEpsilon };
 absl::Status RunQuery(const CommandContext& context, Query query) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();

@@ -41,10 +41,10 @@ absl::Status RunLedger(const CommandContext& context) {
 
   const std::string& path = context.args[0];
   auto entries = accounting::ReadLedger(path);
-  if (!entries.ok()) return absl::InvalidArgumentError(entries.error());
+  RETURN_IF_ERROR(entries);
   auto event = accounting::LedgerToEvent(*entries);
   if (!event.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", event.error()));
+    return base::WithContext(base::ToStatus(event), path);
   }
   ASSIGN_OR_RETURN(
       const accounting::PrivacyReport report,

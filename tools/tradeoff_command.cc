@@ -185,7 +185,7 @@ absl::StatusOr<double> GaussianCurveMu(const DpSgdParameters& params) {
 absl::Status RunTradeoff(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   const std::string format = FlagGiven("format") ? absl::GetFlag(FLAGS_format) : "csv";
   if (absl::Status s = CheckOneOf("format", format, {"csv", "svg"}); !s.ok()) return s;
@@ -231,7 +231,7 @@ absl::Status RunTradeoff(const CommandContext& context) {
   std::string approx_label = "f(\u03b5,\u03b4) at PLD \u03b5";
   if (std::isfinite(eps.epsilon_upper)) {
     auto f = accounting::ApproxDpTradeoffCurve(eps.epsilon_upper, delta);
-    if (!f.ok()) return absl::InternalError(f.error());
+    RETURN_IF_ERROR(f);
     curves.push_back({"approx_dp",
                       absl::StrCat("f(\u03b5,\u03b4), \u03b5 = ",
                                    accounting::FormatUpperBound(eps.epsilon_upper, 5),

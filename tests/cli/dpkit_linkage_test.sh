@@ -11,16 +11,18 @@ pattern='libtorch|libc10|libcaffe2|libdnnl|libopencv'
 
 needed="$(readelf -d "${dpkit}" | awk '/NEEDED/ {print $NF}')"
 echo "dpkit NEEDED: $(echo ${needed})"
-if echo "${needed}" | grep -Eq "${pattern}"; then
+if grep -Eq "${pattern}" <<< "${needed}"; then
   echo "FAIL: dpkit needs LibTorch directly"; exit 1
 fi
 all="$(ldd "${dpkit}")"
 count="$(echo "${all}" | wc -l)"
 echo "dpkit loads ${count} shared libraries"
-if echo "${all}" | grep -Eq "${pattern}"; then
+if grep -Eq "${pattern}" <<< "${all}"; then
   echo "FAIL: dpkit loads LibTorch:"; echo "${all}" | grep -E "${pattern}"; exit 1
 fi
-if ! ldd "${train}" | grep -Eq 'libtorch|libc10'; then
+# (Here-strings, not pipes: `ldd | grep -q` under pipefail fails when grep stops early.)
+train_libraries="$(ldd "${train}")"
+if ! grep -Eq 'libtorch|libc10' <<< "${train_libraries}"; then
   echo "FAIL: the pattern finds no LibTorch even in dpkit_train; the check is broken"; exit 1
 fi
 echo "PASS: dpkit links no LibTorch; dpkit_train does"
