@@ -12,20 +12,6 @@ namespace {
 
 const char kNotPrivateNote[] = "not private: --noise_multiplier=0 adds no noise";
 
-// The text of an epsilon object whose headline is the smallest certified upper bound: the
-// PLD bound when it is the smaller (or RDP's alone when PLD's is not, e.g. infinite at a
-// huge epsilon while RDP certifies a finite value).
-std::string HeadlineEpsilonText(const nlohmann::json& epsilon, double delta) {
-  if (epsilon.contains("pld") && epsilon["pld"]["epsilon"].is_number() &&
-      epsilon["rdp"]["epsilon"].is_number() &&
-      epsilon["pld"]["epsilon"].get<double>() <= epsilon["rdp"]["epsilon"].get<double>()) {
-    return EpsilonText(epsilon, delta);
-  }
-  nlohmann::json rdp_only = epsilon;
-  rdp_only.erase("pld");
-  return EpsilonText(rdp_only, delta);
-}
-
 }  // namespace
 
 EpochReport::EpochReport(const RunPlan& plan, bool json, std::string ledger_path,
@@ -84,7 +70,8 @@ absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
     line["epsilon_note"] = std::string(kShuffledNote);
     epsilon_text = absl::StrCat("epsilon ", kShuffledNote);
   } else {
-    epsilon_text = HeadlineEpsilonText(epsilon, plan_.privacy.delta);
+    // The headline is the smallest certified upper bound (accounting/report.h).
+    epsilon_text = EpsilonText(epsilon, plan_.privacy.delta);
   }
   if (json_) {
     std::printf("%s\n", line.dump().c_str());

@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "accounting/report.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
 #include "models/engine/training_engine.h"
@@ -491,9 +492,12 @@ nlohmann::json Word2VecTask::PrivacyJson(int64_t steps) const {
   nlohmann::json j;
   j["delta"] = plan_->privacy.delta;
   auto strong = optim::sparse::StrongCompositionEpsilon(p, plan_->privacy.delta);
-  auto rdp = optim::sparse::RdpEpsilon(p, plan_->privacy.delta);
+  auto event = optim::sparse::SparseDpSgdEvent(p);
   if (strong.ok()) j["strong_composition"] = *strong;
-  if (rdp.ok()) j["rdp"] = *rdp;
+  if (event.ok()) {
+    auto rdp = accounting::CertifiedRdpEpsilon(*event, plan_->privacy.delta);
+    if (rdp.ok()) j["rdp"] = *rdp;
+  }
   return j;
 }
 
