@@ -1,0 +1,216 @@
+// Accounting bindings: certified PLD bounds (accounting/pld.h), RDP curves and their
+// conversions (rdp.h, conversions.h), GDP / CLT (gdp.h) and ledger files (ledger.h).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "accounting/conversions.h"
+#include "accounting/event.h"
+#include "accounting/gdp.h"
+#include "accounting/ledger.h"
+#include "accounting/pld.h"
+#include "accounting/rdp.h"
+#include "python/src/bindings.h"
+
+namespace dpkit::python {
+namespace {
+
+using accounting::Event;
+using accounting::EventKind;
+using Release = py::call_guard<py::gil_scoped_release>;
+
+accounting::PldOptions PldOptionsOf(double epsilon_tolerance, double discretization_interval) {
+  accounting::PldOptions options;
+  options.epsilon_tolerance = epsilon_tolerance;
+  options.discretization_interval = discretization_interval;
+  return options;
+}
+
+// "optimal" (conversions.h, Asoodeh et al. 2021), "improved" (Balle et al. 2020,
+// Thm. 21) or "classic" (Mironov 2017, Prop. 3), as `dpkit epsilon --rdp_conversion`.
+enum class Conversion { kOptimal, kImproved, kClassic };
+
+Conversion ConversionOf(const std::string& name) {
+  if (name == "optimal") return Conversion::kOptimal;
+  if (name == "improved") return Conversion::kImproved;
+  if (name == "classic") return Conversion::kClassic;
+  throw py::value_error("conversion must be one of optimal, improved, classic; got '" + name +
+                        "'");
+}
+
+accounting::RdpConversion SingleOrder(Conversion conversion) {
+  return conversion == Conversion::kImproved ? accounting::RdpConversion::kImproved
+                                             : accounting::RdpConversion::kClassic;
+}
+
+std::tuple<double, double> RdpToEpsilonBinding(const std::vector<double>& orders,
+                                               const std::vector<double>& rdp, double delta,
+                                               const std::string& conversion_name) {
+  const Conversion conversion = ConversionOf(conversion_name);
+  py::gil_scoped_release release;
+  const accounting::RdpEpsilon eps =
+      conversion == Conversion::kOptimal
+          ? Unwrap(accounting::RdpToEpsilonOptimal(orders, rdp, delta))
+          : Unwrap(accounting::RdpToEpsilon(orders, rdp, delta, SingleOrder(conversion)));
+  return {eps.epsilon, eps.order};
+}
+
+std::tuple<double, double> RdpToDeltaBinding(const std::vector<double>& orders,
+                                             const std::vector<double>& rdp, double epsilon,
+                                             const std::string& conversion_name) {
+  const Conversion conversion = ConversionOf(conversion_name);
+  py::gil_scoped_release release;
+  const accounting::RdpDelta delta =
+      conversion == Conversion::kOptimal
+          ? Unwrap(accounting::RdpToDeltaOptimal(orders, rdp, epsilon))
+          : Unwrap(accounting::RdpToDelta(orders, rdp, epsilon, SingleOrder(conversion)));
+  return {delta.delta, delta.order};
+}
+
+// mu^2 of an event tree under GDP composition (mu's add in quadrature, Dong, Roth, Su
+// 2019, Sec. 3; Cor. 3.3), exactly as `dpkit epsilon --accountant=gdp` composes it
+// (tools/accounting_report.cc), so that both print the same numbers: a Gaussian with
+// noise multiplier z is exactly (1/z)-GDP; a Poisson-subsampled Gaussian step
+// contributes the CLT term p^2 (e^{1/z^2} - 1) of Bu et al. 2020, eq. (3.1), which
+// is only an approximation (`approximate` becomes true).
+struct MuSquared {
+  long double value = 0;
+  bool approximate = false;
+};
+
+MuSquared GdpMuSquared(const Event& event) {
+  switch (event.kind()) {
+    case EventKind::kGaussian: {
+      const long double z = event.noise_multiplier();
+      return {1.0L / (z * z), false};
+    }
+    case EventKind::kPoissonSampled: {
+      if (event.inner().kind() != EventKind::kGaussian) break;
+      const double z = event.inner().noise_multiplier();
+      if (event.sampling_rate() == 1.0) {
+        return {1.0L / (static_cast<long double>(z) * z), false};
+      }
+      const double mu = Unwrap(accounting::CltMu(event.sampling_rate(), z, 1));
+      return {static_cast<long double>(mu) * mu, true};
+    }
+    case EventKind::kSelfComposed: {
+      const MuSquared inner = GdpMuSquared(event.inner());
+      return {inner.value * static_cast<long double>(event.count()), inner.approximate};
+    }
+    case EventKind::kComposed: {
+      MuSquared total;
+      for (const Event& child : event.children()) {
+        const MuSquared part = GdpMuSquared(child);
+        total.value += part.value;
+        total.approximate = total.approximate || part.approximate;
+      }
+      return total;
+    }
+    default:
+      break;
+  }
+  std::string message = "GDP accounts only Gaussian and Poisson-subsampled Gaussian events, not ";
+  message += accounting::EventKindName(event.kind());
+  if (!event.children().empty()) {
+    message += std::string(" of ") + accounting::EventKindName(event.children()[0].kind());
+  }
+  throw py::value_error(message);
+}
+
+std::tuple<double, bool> GdpMuOfEvent(const Event& event) {
+  const MuSquared mu_squared = GdpMuSquared(event);
+  const long double mu = std::sqrt(mu_squared.value);
+  if (!(mu < std::numeric_limits<double>::max())) {
+    throw py::value_error("GDP mu overflows: the noise is far too small");
+  }
+  return {static_cast<double>(mu), mu_squared.approximate};
+}
+
+std::tuple<Event, size_t> ReadLedgerBinding(const std::string& path) {
+  py::gil_scoped_release release;
+  const std::vector<accounting::LedgerEntry> entries = Unwrap(accounting::ReadLedger(path));
+  accounting::Result<Event> event = accounting::LedgerToEvent(entries);
+  if (!event.ok()) throw py::value_error(path + ": " + event.error());
+  return {std::move(event).value(), entries.size()};
+}
+
+void BindPld(py::module_& m) {
+  m.def(
+      "pld_epsilon",
+      [](const Event& event, double delta, double tolerance, double interval) {
+        const accounting::EpsilonBounds b =
+            Unwrap(accounting::PldEpsilon(event, delta, PldOptionsOf(tolerance, interval)));
+        return std::make_tuple(b.epsilon_upper, b.epsilon_lower, b.discretization_interval);
+      },
+      py::arg("event"), py::arg("delta"), py::arg("epsilon_tolerance"),
+      py::arg("discretization_interval"), Release(),
+      "(epsilon_upper, epsilon_lower, discretization_interval) of accounting::PldEpsilon.");
+  m.def(
+      "pld_delta",
+      [](const Event& event, double epsilon, double tolerance, double interval) {
+        const accounting::DeltaBounds b =
+            Unwrap(accounting::PldDelta(event, epsilon, PldOptionsOf(tolerance, interval)));
+        return std::make_tuple(b.delta_upper, b.delta_lower, b.discretization_interval);
+      },
+      py::arg("event"), py::arg("epsilon"), py::arg("epsilon_tolerance"),
+      py::arg("discretization_interval"), Release(),
+      "(delta_upper, delta_lower, discretization_interval) of accounting::PldDelta.");
+}
+
+void BindRdp(py::module_& m) {
+  m.def("default_rdp_orders", &accounting::DefaultRdpOrders);
+  m.def("tf_privacy_orders", &accounting::TfPrivacyOrders);
+  m.def(
+      "compute_rdp",
+      [](const Event& event, const std::vector<double>& orders) {
+        return Unwrap(accounting::ComputeRdp(event, orders));
+      },
+      py::arg("event"), py::arg("orders"), Release());
+  m.def("rdp_to_epsilon", &RdpToEpsilonBinding, py::arg("orders"), py::arg("rdp"),
+        py::arg("delta"), py::arg("conversion"), "(epsilon, order).");
+  m.def("rdp_to_delta", &RdpToDeltaBinding, py::arg("orders"), py::arg("rdp"),
+        py::arg("epsilon"), py::arg("conversion"), "(delta, order).");
+}
+
+void BindGdp(py::module_& m) {
+  m.def(
+      "gdp_delta", [](double mu, double eps) { return Unwrap(accounting::GdpDelta(mu, eps)); },
+      py::arg("mu"), py::arg("epsilon"));
+  m.def(
+      "gdp_epsilon",
+      [](double mu, double delta) { return Unwrap(accounting::GdpEpsilon(mu, delta)); },
+      py::arg("mu"), py::arg("delta"));
+  m.def(
+      "gdp_mu", [](double eps, double delta) { return Unwrap(accounting::GdpMu(eps, delta)); },
+      py::arg("epsilon"), py::arg("delta"));
+  m.def(
+      "clt_mu",
+      [](double q, double z, int64_t steps) { return Unwrap(accounting::CltMu(q, z, steps)); },
+      py::arg("sampling_rate"), py::arg("noise_multiplier"), py::arg("steps"));
+  m.def(
+      "clt_noise_multiplier",
+      [](double eps, double delta, double q, int64_t steps) {
+        return Unwrap(accounting::CltNoiseMultiplier(eps, delta, q, steps));
+      },
+      py::arg("epsilon"), py::arg("delta"), py::arg("sampling_rate"), py::arg("steps"));
+  m.def("gdp_mu_of_event", &GdpMuOfEvent, py::arg("event"),
+        "(mu, approximate) of an event tree under GDP composition.");
+}
+
+}  // namespace
+
+void BindAccounting(py::module_& m) {
+  BindPld(m);
+  BindRdp(m);
+  BindGdp(m);
+  m.def("read_ledger", &ReadLedgerBinding, py::arg("path"),
+        "(event, number of entries) of a ledger file, as `dpkit ledger` reads it.");
+}
+
+}  // namespace dpkit::python
