@@ -21,7 +21,7 @@ no more than composing all steps at once, and builds the same tree as ``dpkit le
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dpkit._native import native
 from dpkit.events import (ComposedDpEvent, DpEvent, SelfComposedDpEvent, _as_float,
@@ -33,6 +33,7 @@ class _ComposingAccountant:
 
     def __init__(self) -> None:
         self._runs: List[List[Any]] = []  # [dpkit event, count]
+        self._cache: Dict[Tuple[Any, ...], Any] = {}  # results since the last compose
 
     def compose(self, event: Any, count: int = 1) -> "_ComposingAccountant":
         """Adds ``count`` >= 1 runs of ``event`` (a dpkit or dp_accounting event);
@@ -43,6 +44,7 @@ class _ComposingAccountant:
         if type(event).__name__ == "NoOpDpEvent":
             return self
         event = from_dp_accounting(event)
+        self._cache.clear()
         if self._runs and self._runs[-1][0] == event:
             self._runs[-1][1] += count
         else:
@@ -119,20 +121,20 @@ class PLDAccountant(_ComposingAccountant):
         return self._epsilon(target_delta)[2]
 
     def _epsilon(self, delta: Any) -> Tuple[float, float, float]:
-        delta = _as_float("target_delta", delta)
-        built = self._native_event()
-        if built is None:
-            return (0.0, 0.0, 0.0)
-        return native.pld_epsilon(built, delta, self.epsilon_tolerance,
-                                  self.discretization_interval)
+        return self._cached("epsilon", _as_float("target_delta", delta), native.pld_epsilon)
 
     def _delta(self, epsilon: Any) -> Tuple[float, float, float]:
-        epsilon = _as_float("target_epsilon", epsilon)
-        built = self._native_event()
-        if built is None:
-            return (0.0, 0.0, 0.0)
-        return native.pld_delta(built, epsilon, self.epsilon_tolerance,
-                                self.discretization_interval)
+        return self._cached("delta", _as_float("target_epsilon", epsilon), native.pld_delta)
+
+    def _cached(self, kind: str, value: float, compute: Any) -> Tuple[float, float, float]:
+        # get_epsilon, get_epsilon_bounds and discretization_interval_used at the same
+        # delta share one computation (until the next compose).
+        key = (kind, value, self.epsilon_tolerance, self.discretization_interval)
+        if key not in self._cache:
+            built = self._native_event()
+            self._cache[key] = ((0.0, 0.0, 0.0) if built is None else
+                                compute(built, value, key[2], key[3]))
+        return self._cache[key]
 
 
 def default_rdp_orders() -> List[float]:
