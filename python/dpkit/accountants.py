@@ -21,11 +21,14 @@ no more than composing all steps at once, and builds the same tree as ``dpkit le
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from dpkit._native import native
 from dpkit.events import (ComposedDpEvent, DpEvent, SelfComposedDpEvent, _as_float,
                           _as_int, from_dp_accounting)
+
+
+_Accountant = TypeVar("_Accountant", bound="_ComposingAccountant")
 
 
 class _ComposingAccountant:
@@ -35,7 +38,7 @@ class _ComposingAccountant:
         self._runs: List[List[Any]] = []  # [dpkit event, count]
         self._cache: Dict[Tuple[Any, ...], Any] = {}  # results since the last compose
 
-    def compose(self, event: Any, count: int = 1) -> "_ComposingAccountant":
+    def compose(self: _Accountant, event: Any, count: int = 1) -> _Accountant:
         """Adds ``count`` >= 1 runs of ``event`` (a dpkit or dp_accounting event);
         returns the accountant, as dp_accounting's ``compose`` does."""
         count = _as_int("count", count)
