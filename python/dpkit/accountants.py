@@ -188,6 +188,12 @@ class RDPAccountant(_ComposingAccountant):
         """Certified upper bound on epsilon at target_delta in (0, 1)."""
         return self.get_epsilon_and_optimal_order(target_delta)[0]
 
+    def get_min_error_lower(self) -> float:
+        """Certified lower bound on the smallest type I + type II error of any test of
+        "record in" vs "record out" (Bu et al. 2020, Sec. 5), from the RDP-implied
+        tradeoff curve (Asoodeh et al. 2021; accounting/fdp.h)."""
+        return native.rdp_min_error_lower(self.orders, self.get_rdp())
+
     def get_delta_and_optimal_order(self, target_epsilon: float) -> Tuple[float, float]:
         """(delta, order) at target_epsilon (finite, >= 0)."""
         epsilon = _as_float("target_epsilon", target_epsilon)

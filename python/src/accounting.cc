@@ -12,6 +12,7 @@
 
 #include "accounting/conversions.h"
 #include "accounting/event.h"
+#include "accounting/fdp.h"
 #include "accounting/gdp.h"
 #include "accounting/ledger.h"
 #include "accounting/pld.h"
@@ -174,6 +175,15 @@ void BindRdp(py::module_& m) {
       py::arg("event"), py::arg("orders"), Release());
   m.def("rdp_to_epsilon", &RdpToEpsilonBinding, py::arg("orders"), py::arg("rdp"),
         py::arg("delta"), py::arg("conversion"), "(epsilon, order).");
+  m.def(
+      "rdp_min_error_lower",
+      [](const std::vector<double>& orders, const std::vector<double>& rdp) {
+        // Bu et al. 2020, Sec. 5: min over tests of type I + type II error, here
+        // min_alpha alpha + T(alpha) of the certified RDP lower envelope (Asoodeh et al.
+        // 2021), as `dpkit epsilon --accountant=rdp` reports it.
+        return accounting::MinimumErrorSum(Unwrap(accounting::RdpTradeoffCurve(orders, rdp)));
+      },
+      py::arg("orders"), py::arg("rdp"), Release());
   m.def("rdp_to_delta", &RdpToDeltaBinding, py::arg("orders"), py::arg("rdp"),
         py::arg("epsilon"), py::arg("conversion"), "(delta, order).");
 }

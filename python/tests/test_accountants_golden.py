@@ -108,6 +108,7 @@ def check_epsilon(ref, event, delta, args):
             assert ref["rdp"]["conversion"] == conversion_of(args)
             eps, order = rdp.get_epsilon_and_optimal_order(delta)
             assert (eps, order) == (ref["rdp"]["epsilon"], ref["rdp"]["order"])
+            assert rdp.get_min_error_lower() == ref["rdp"]["min_error_lower"]
         checked += 1
     if "gdp" in ref:
         gdp = dpkit.GDPAccountant().compose(event)
