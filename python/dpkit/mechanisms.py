@@ -24,7 +24,7 @@ Selection (mechanisms/selection.h), each epsilon-DP for scores of sensitivity De
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
 
