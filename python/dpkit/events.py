@@ -273,7 +273,16 @@ def to_dp_accounting(event: DpEvent, module: Optional[Any] = None) -> Any:
 
 
 def from_native(built: Any) -> DpEvent:
-    """The dpkit event of a C++ event (``_dpkit.Event``), e.g. one read from a ledger."""
+    """The dpkit event of a C++ event (``_dpkit.Event``), e.g. one read from a ledger.
+    The result keeps ``built`` itself for accounting, so a parsed tree is accounted (and
+    written back by ``to_json``) exactly as parsed, even where two C++ kinds share a
+    Python class (approx_dp with delta 0 and pure_dp are both EpsilonDeltaDpEvent)."""
+    event = _from_native_fields(built)
+    object.__setattr__(event, "_native", built)
+    return event
+
+
+def _from_native_fields(built: Any) -> DpEvent:
     kind = built.kind
     children = built.children
     if kind == "gaussian":

@@ -138,3 +138,12 @@ def test_fields_keep_dp_accounting_types():
     assert isinstance(event.event.noise_multiplier, float)
     assert isinstance(event.source_dataset_size, int)
     assert repr(dpkit.GaussianDpEvent(1.5)) == "GaussianDpEvent(noise_multiplier=1.5)"
+
+
+def test_parsed_events_keep_their_exact_kind():
+    # approx_dp with delta 0 and pure_dp are both EpsilonDeltaDpEvent in Python; a parsed
+    # tree is accounted and written back as it was parsed.
+    event = dpkit.event_from_json('{"type":"approx_dp","epsilon":1,"delta":0}')
+    assert event == dpkit.EpsilonDeltaDpEvent(1.0, 0.0)
+    assert json.loads(event.to_json())["type"] == "approx_dp"
+    assert json.loads(dpkit.EpsilonDeltaDpEvent(1.0, 0.0).to_json())["type"] == "pure_dp"
