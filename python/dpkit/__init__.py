@@ -7,6 +7,7 @@ A thin, typed binding of dpkit's C++ core (accounting/ and mechanisms/; no LibTo
 * accountants with dp_accounting's shape (:mod:`dpkit.accountants`): the certified
   :class:`PLDAccountant` (``get_epsilon_bounds`` gives both certified bounds), the
   :class:`RDPAccountant`, and the APPROXIMATE :class:`GDPAccountant` (CLT);
+* the accounting report of the command line (:func:`report`, :func:`report_text`);
 * calibration (:mod:`dpkit.calibration`) and ledger files (:mod:`dpkit.ledger`);
 * an Opacus-interface accountant (:mod:`dpkit.opacus`);
 * secure samplers and selection mechanisms over NumPy arrays (:mod:`dpkit.mechanisms`,
@@ -36,6 +37,7 @@ from dpkit.events import (BoundedRangeDpEvent, ComposedDpEvent, DiscreteGaussian
                           SelfComposedDpEvent, event_from_json, from_dp_accounting,
                           to_dp_accounting)
 from dpkit.ledger import Ledger, read_ledger
+from dpkit.report import report, report_text
 
 __version__ = "0.1.0"
 
@@ -59,6 +61,6 @@ __all__ = [
     "tf_privacy_orders", "gdp_delta", "gdp_epsilon", "gdp_mu", "clt_mu_approximate",
     "clt_epsilon_approximate", "clt_noise_multiplier_approximate",
     "calibrate_noise_multiplier", "calibrate_steps", "calibrate_sampling_rate",
-    "clt_equivalent_noise_multiplier", "Ledger", "read_ledger",
+    "clt_equivalent_noise_multiplier", "Ledger", "read_ledger", "report", "report_text",
     "mechanisms", "opacus", "testing",
 ]

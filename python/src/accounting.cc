@@ -1,8 +1,6 @@
 // Accounting bindings: certified PLD bounds (accounting/pld.h), RDP curves and their
 // conversions (rdp.h, conversions.h), GDP / CLT (gdp.h) and ledger files (ledger.h).
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "accounting/event.h"
 #include "accounting/fdp.h"
 #include "accounting/gdp.h"
+#include "accounting/gdp_composition.h"
 #include "accounting/ledger.h"
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
@@ -23,7 +22,6 @@ namespace dpkit::python {
 namespace {
 
 using accounting::Event;
-using accounting::EventKind;
 using Release = py::call_guard<py::gil_scoped_release>;
 
 accounting::PldOptions PldOptionsOf(double epsilon_tolerance, double discretization_interval) {
@@ -74,63 +72,12 @@ std::tuple<double, double> RdpToDeltaBinding(const std::vector<double>& orders,
   return {delta.delta, delta.order};
 }
 
-// mu^2 of an event tree under GDP composition (mu's add in quadrature, Dong, Roth, Su
-// 2019, Sec. 3; Cor. 3.3), exactly as `dpkit epsilon --accountant=gdp` composes it
-// (tools/accounting_report.cc), so that both print the same numbers: a Gaussian with
-// noise multiplier z is exactly (1/z)-GDP; a Poisson-subsampled Gaussian step
-// contributes the CLT term p^2 (e^{1/z^2} - 1) of Bu et al. 2020, eq. (3.1), which
-// is only an approximation (`approximate` becomes true).
-struct MuSquared {
-  long double value = 0;
-  bool approximate = false;
-};
-
-MuSquared GdpMuSquared(const Event& event) {
-  switch (event.kind()) {
-    case EventKind::kGaussian: {
-      const long double z = event.noise_multiplier();
-      return {1.0L / (z * z), false};
-    }
-    case EventKind::kPoissonSampled: {
-      if (event.inner().kind() != EventKind::kGaussian) break;
-      const double z = event.inner().noise_multiplier();
-      if (event.sampling_rate() == 1.0) {
-        return {1.0L / (static_cast<long double>(z) * z), false};
-      }
-      const double mu = Unwrap(accounting::CltMu(event.sampling_rate(), z, 1));
-      return {static_cast<long double>(mu) * mu, true};
-    }
-    case EventKind::kSelfComposed: {
-      const MuSquared inner = GdpMuSquared(event.inner());
-      return {inner.value * static_cast<long double>(event.count()), inner.approximate};
-    }
-    case EventKind::kComposed: {
-      MuSquared total;
-      for (const Event& child : event.children()) {
-        const MuSquared part = GdpMuSquared(child);
-        total.value += part.value;
-        total.approximate = total.approximate || part.approximate;
-      }
-      return total;
-    }
-    default:
-      break;
-  }
-  std::string message = "GDP accounts only Gaussian and Poisson-subsampled Gaussian events, not ";
-  message += accounting::EventKindName(event.kind());
-  if (!event.children().empty()) {
-    message += std::string(" of ") + accounting::EventKindName(event.children()[0].kind());
-  }
-  throw py::value_error(message);
-}
-
+// mu of an event tree under GDP composition (accounting/gdp_composition.h: mu's add in
+// quadrature, Dong, Roth, Su 2019, Cor. 3.3; subsampled steps by the CLT of Bu et al.
+// 2020, eq. (3.1), which makes the result approximate), as the report composes it.
 std::tuple<double, bool> GdpMuOfEvent(const Event& event) {
-  const MuSquared mu_squared = GdpMuSquared(event);
-  const long double mu = std::sqrt(mu_squared.value);
-  if (!(mu < std::numeric_limits<double>::max())) {
-    throw py::value_error("GDP mu overflows: the noise is far too small");
-  }
-  return {static_cast<double>(mu), mu_squared.approximate};
+  const accounting::GdpComposition mu = Unwrap(accounting::GdpMuOfEvent(event));
+  return {mu.mu, mu.approximate};
 }
 
 std::tuple<Event, size_t> ReadLedgerBinding(const std::string& path) {

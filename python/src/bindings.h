@@ -48,6 +48,8 @@ T Unwrap(absl::StatusOr<T> status_or) {
 void BindEvents(py::module_& m);
 // Adds PLD, RDP, conversions, GDP, calibration and ledger functions (accounting.cc).
 void BindAccounting(py::module_& m);
+// Adds the accounting report (report.cc).
+void BindReport(py::module_& m);
 // Adds the calibration functions (calibration.cc).
 void BindCalibration(py::module_& m);
 // Adds the generators, samplers and selection mechanisms (mechanisms.cc).

@@ -9,6 +9,7 @@ PYBIND11_MODULE(_dpkit, m) {
       "mechanisms). Use the `dpkit` package, not this module.";
   dpkit::python::BindEvents(m);
   dpkit::python::BindAccounting(m);
+  dpkit::python::BindReport(m);
   dpkit::python::BindCalibration(m);
   dpkit::python::BindMechanisms(m);
 }

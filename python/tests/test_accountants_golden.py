@@ -3,7 +3,8 @@
 Cases: the six Table 1 rows of Abadi et al. 2016 (MNIST, q = 256/60000) and row 2 at
 delta = 1e-12, the PRV paper's case (Gopi et al. 2021: q = 1e-3, sigma = 2, T = 20000,
 delta = 1e-6), TF Privacy's conversions (improved / classic) on row 2, q = 1 and large
-epsilon corners, delta at epsilon, the three calibrations and the golden ledgers. Names
+epsilon corners, delta at epsilon, the three calibrations and the golden ledgers; and
+dpkit.report (accounting/report.h) equals the CLI's whole JSON object. Names
 are those of tests/golden/cases.txt. Floats are compared with ==: same library, same
 inputs, same bits.
 """
@@ -71,6 +72,23 @@ def conversion_of(args):
         if arg.startswith("--rdp_conversion="):
             return arg.split("=", 1)[1]
     return "optimal"
+
+
+def accountants_of(args):
+    for arg in args.split():
+        if arg.startswith("--accountant="):
+            return (arg.split("=", 1)[1],)
+    return ("rdp", "pld", "gdp")
+
+
+def check_report(ref, event, args):
+    """dpkit.report gives the CLI's JSON object itself (without "input"), key for key."""
+    expected = {key: value for key, value in ref.items() if key != "input"}
+    fixed = ({"delta": ref["input"]["delta"]} if "delta" in ref["input"]
+             else {"epsilon": ref["input"]["epsilon"]})
+    assert dpkit.report(event, accountants=accountants_of(args),
+                        rdp_conversion=conversion_of(args),
+                        epsilon_tolerance=tolerance_of(args), **fixed) == expected
 
 
 def dp_sgd(inputs):
@@ -146,12 +164,14 @@ def test_epsilon_equals_cli(name):
                                            dpkit.GaussianDpEvent(inputs["noise_multiplier"]))
         assert dpkit.PLDAccountant().compose(step, inputs["steps"]).ledger == dp_sgd(inputs)
         check_epsilon(ref, dp_sgd(inputs), inputs["delta"], args), source
+        check_report(ref, dp_sgd(inputs), args)
 
 
 @pytest.mark.parametrize("name", sorted(DELTA_CASES))
 def test_delta_equals_cli(name):
     for _, ref in references(name, ["delta"] + DELTA_CASES[name].split() + ["--format=json"]):
         check_delta(ref, dp_sgd(ref["input"]), ref["input"]["epsilon"])
+        check_report(ref, dp_sgd(ref["input"]), DELTA_CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(LEDGER_CASES))
@@ -166,6 +186,7 @@ def test_ledger_equals_cli(name):
             check_epsilon(ref, ledger.event, ref["input"]["delta"], args)
         else:
             check_delta(ref, ledger.event, ref["input"]["epsilon"])
+        check_report(ref, ledger.event, args)
 
 
 @pytest.mark.parametrize("name", sorted(CALIBRATE_CASES))

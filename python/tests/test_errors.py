@@ -127,3 +127,30 @@ def test_mechanism_errors_are_value_errors():
         dpkit.mechanisms.fill_gaussian(read_only, 1.0)
     with pytest.raises(TypeError, match="rng must be None"):
         dpkit.mechanisms.gaussian(1.0, 3, rng=np.random.default_rng(0))
+
+
+def test_report_inputs_are_validated():
+    with pytest.raises(ValueError, match="give exactly one of delta"):
+        dpkit.report(GAUSSIAN)
+    with pytest.raises(ValueError, match="give exactly one of delta"):
+        dpkit.report(GAUSSIAN, 1e-5, epsilon=1.0)
+    with pytest.raises(ValueError, match=r"delta must be in \[1e-300, 1\), got 0.0"):
+        dpkit.report(GAUSSIAN, 0.0)
+    with pytest.raises(ValueError, match="epsilon must be finite and >= 0"):
+        dpkit.report(GAUSSIAN, epsilon=math.inf)
+    with pytest.raises(ValueError, match="accountants must be a non-empty subset"):
+        dpkit.report(GAUSSIAN, 1e-5, accountants=("prv",))
+    with pytest.raises(ValueError) as error:
+        dpkit.report(GAUSSIAN, 1e-5, rdp_conversion="bogus")
+    assert str(error.value) == "rdp_conversion must be one of optimal|improved|classic, got 'bogus'"
+    with pytest.raises(ValueError, match="epsilon_tolerance must be in"):
+        dpkit.report_text(GAUSSIAN, 1e-5, epsilon_tolerance=0.5)
+
+
+def test_report_marks_what_an_accountant_cannot_do():
+    result = dpkit.report(dpkit.LaplaceDpEvent(1.0), 1e-5)
+    assert result["gdp"] == {"not_applicable":
+                             "GDP accounts only Gaussian and Poisson-subsampled Gaussian "
+                             "events, not laplace"}
+    assert result["headline"]["accountant"] in ("pld", "rdp")
+    assert "headline: epsilon <=" in dpkit.report_text(dpkit.LaplaceDpEvent(1.0), 1e-5)
