@@ -28,8 +28,7 @@ struct AffineFunction : public torch::autograd::Function<AffineFunction> {
                                int64_t handle) {
     ctx->saved_data["capture"] = handle;
     ctx->save_for_backward({weight});
-    FromHandle(handle)->activation =
-        normalized.detach();
+    FromHandle(handle)->activation = normalized.detach();
     return torch::addcmul(bias, normalized, weight);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -40,6 +39,31 @@ struct AffineFunction : public torch::autograd::Function<AffineFunction> {
     return {grad_input, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
+
+// Shared by GroupNorm and LayerNorm: the norms and clipped sums of the affine weight and
+// bias from their per-example gradients (PerExampleGradients: one entry per channel or
+// normalised element per example, small enough to materialise).
+void AppendAffineSquaredNorms(const std::vector<torch::Tensor>& per,
+                              std::vector<torch::Tensor>* out) {
+  for (const torch::Tensor& p : per) out->push_back(SquaredNorms(p));
+}
+
+void AppendAffineMicrobatchSquaredNorms(const std::vector<torch::Tensor>& per,
+                                        const torch::Tensor& microbatches,
+                                        std::vector<torch::Tensor>* out) {
+  for (const torch::Tensor& p : per) {
+    out->push_back(SquaredNorms(GroupRows(p, microbatches).sum(1)));
+  }
+}
+
+void AddAffineScaledGradientSums(PerExampleLayer& layer,
+                                 const std::vector<torch::Tensor>& scales,
+                                 std::vector<torch::Tensor>* sums) {
+  TORCH_CHECK(scales.size() == 2 && sums->size() == 2, layer.Describe(),
+              ": expected 2 scale vectors and 2 sums");
+  const std::vector<torch::Tensor> per = layer.PerExampleGradients();
+  for (size_t k = 0; k < 2; ++k) AddWeightedSum(scales[k], per[k], &(*sums)[k]);
+}
 
 }  // namespace
 
@@ -76,22 +100,17 @@ std::vector<torch::Tensor> DpGroupNormImpl::PerExampleGradients() {
 }
 
 void DpGroupNormImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
-  for (const torch::Tensor& per : PerExampleGradients()) out->push_back(SquaredNorms(per));
+  AppendAffineSquaredNorms(PerExampleGradients(), out);
 }
 
 void DpGroupNormImpl::AppendMicrobatchSquaredNorms(const torch::Tensor& microbatches,
-                                                std::vector<torch::Tensor>* out) {
-  for (const torch::Tensor& per : PerExampleGradients()) {
-    out->push_back(SquaredNorms(GroupRows(per, microbatches).sum(1)));
-  }
+                                                   std::vector<torch::Tensor>* out) {
+  AppendAffineMicrobatchSquaredNorms(PerExampleGradients(), microbatches, out);
 }
 
 void DpGroupNormImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scales,
-                                         std::vector<torch::Tensor>* sums) {
-  TORCH_CHECK(scales.size() == 2 && sums->size() == 2, Describe(),
-              ": expected 2 scale vectors and 2 sums");
-  std::vector<torch::Tensor> per = PerExampleGradients();
-  for (size_t k = 0; k < 2; ++k) AddWeightedSum(scales[k], per[k], &(*sums)[k]);
+                                            std::vector<torch::Tensor>* sums) {
+  AddAffineScaledGradientSums(*this, scales, sums);
 }
 
 std::string DpGroupNormImpl::Describe() const {
@@ -131,22 +150,17 @@ std::vector<torch::Tensor> DpLayerNormImpl::PerExampleGradients() {
 }
 
 void DpLayerNormImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
-  for (const torch::Tensor& per : PerExampleGradients()) out->push_back(SquaredNorms(per));
+  AppendAffineSquaredNorms(PerExampleGradients(), out);
 }
 
 void DpLayerNormImpl::AppendMicrobatchSquaredNorms(const torch::Tensor& microbatches,
-                                                std::vector<torch::Tensor>* out) {
-  for (const torch::Tensor& per : PerExampleGradients()) {
-    out->push_back(SquaredNorms(GroupRows(per, microbatches).sum(1)));
-  }
+                                                   std::vector<torch::Tensor>* out) {
+  AppendAffineMicrobatchSquaredNorms(PerExampleGradients(), microbatches, out);
 }
 
 void DpLayerNormImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scales,
-                                         std::vector<torch::Tensor>* sums) {
-  TORCH_CHECK(scales.size() == 2 && sums->size() == 2, Describe(),
-              ": expected 2 scale vectors and 2 sums");
-  std::vector<torch::Tensor> per = PerExampleGradients();
-  for (size_t k = 0; k < 2; ++k) AddWeightedSum(scales[k], per[k], &(*sums)[k]);
+                                            std::vector<torch::Tensor>* sums) {
+  AddAffineScaledGradientSums(*this, scales, sums);
 }
 
 std::string DpLayerNormImpl::Describe() const {

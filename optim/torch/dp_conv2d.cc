@@ -39,8 +39,7 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["dilation"] = dilation;
     ctx->save_for_backward({input, weight});
-    FromHandle(handle)->activation =
-        input.detach();
+    FromHandle(handle)->activation = input.detach();
     return torch::conv2d(input, weight, bias, stride, padding, dilation);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {

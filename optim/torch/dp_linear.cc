@@ -33,8 +33,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
                                int64_t handle) {
     ctx->saved_data["capture"] = handle;
     ctx->save_for_backward({weight});
-    FromHandle(handle)->activation =
-        input.detach();
+    FromHandle(handle)->activation = input.detach();
     return torch::addmm(bias, input.reshape({-1, input.size(-1)}), weight.t())
         .view([&] {
           std::vector<int64_t> s = input.sizes().vec();
