@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "accounting/report.h"
 #include "mechanisms/random.h"
 #include "models/dp_step_options.h"
 #include "models/training_ledger.h"
@@ -64,18 +65,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
 }
 
 std::string EpsilonText(const nlohmann::json& eps, double delta) {
-  std::string out =
-      eps.contains("pld")
-          ? absl::StrFormat("eps <= %.4g (PLD, delta=%g; RDP %.4g)",
-                            eps["pld"]["epsilon"].get<double>(), delta,
-                            eps["rdp"]["epsilon"].get<double>())
-          : absl::StrFormat("eps <= %.4g (RDP, delta=%g)", eps["rdp"]["epsilon"].get<double>(),
-                            delta);
-  if (eps.contains("gdp")) {
-    absl::StrAppendFormat(&out, "; mu_CLT %.3g -> eps ~ %.4g (approximate, not a bound)",
-                          eps["gdp"]["mu"].get<double>(), eps["gdp"]["epsilon"].get<double>());
-  }
-  return out;
+  // The accounting report's one-line form: the headline rounded up, named.
+  accounting::Result<accounting::PrivacyReport> report =
+      accounting::ReportFromJson(eps, accounting::ReportQuantity::kEpsilon, delta);
+  if (!report.ok()) return "eps: " + report.error();
+  return accounting::ReportToLine(*report);
 }
 
 absl::StatusOr<torch::Device> TrainingDevice(const TrainOptions& o) {

@@ -83,7 +83,8 @@ absl::Status RunDpTraining(const TrainOptions& options, const DpTrainingDefaults
 absl::Status MakeDirs(const std::string& dir);
 // Writes `text` to path.tmp and renames it over `path`.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
-// "eps <= 1.2 (PLD, delta=1e-05; RDP 1.3)" from a LedgerEpsilon object.
+// "eps <= 1.2346 (PLD, delta=1e-05; RDP 1.3002)" from a LedgerEpsilon object: the headline
+// rounded up (accounting::ReportToLine).
 std::string EpsilonText(const nlohmann::json& epsilon, double delta);
 
 }  // namespace dpkit::models

@@ -61,12 +61,13 @@ class TrainingLedger {
 // The composed event of a ledger file; `steps` receives the number of sample lines.
 absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int64_t* steps);
 
-// Epsilon of a ledger file at `delta`, as the object `dpkit epsilon --format=json` prints:
-//   {"rdp": {"epsilon": e, "order": a, "conversion": "optimal"},
-//    "pld": {"epsilon": upper, "epsilon_upper": upper, "epsilon_lower": lower},
-//                                                             (when PLD supports the event)
-//    "gdp": {"mu": m, "epsilon": e, "approximate": true}}      ("gdp" only if homogeneous)
-// An empty ledger gives epsilon 0. `epsilon_upper` receives min(PLD upper, RDP).
+// Epsilon of a ledger file at `delta`: the accounting report (accounting/report.h) as
+// `dpkit ledger --format=json` prints it, without the minimum-error figures:
+//   {"rdp": {"epsilon", "order", "conversion"}, "pld": {"epsilon", "epsilon_upper",
+//    "epsilon_lower", ...} or {"not_applicable": why}, "gdp": {"mu", "epsilon",
+//    "approximate"} or {"not_applicable": why}, "headline": {"accountant", "epsilon", ...}}
+// An empty ledger gives epsilon 0. `epsilon_upper` receives the headline: the smallest
+// certified upper bound.
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
                                              double* epsilon_upper);
 

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "accounting/report.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
 #include "models/trainer_registry.h"
@@ -273,9 +274,12 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
     nlohmann::json j;
     j["delta"] = o.delta;
     auto strong = optim::sparse::StrongCompositionEpsilon(p, o.delta);
-    auto rdp = optim::sparse::RdpEpsilon(p, o.delta);
+    auto event = optim::sparse::SparseDpSgdEvent(p);
     if (strong.ok()) j["strong_composition"] = *strong;
-    if (rdp.ok()) j["rdp"] = *rdp;
+    if (event.ok()) {
+      auto rdp = accounting::CertifiedRdpEpsilon(*event, o.delta);
+      if (rdp.ok()) j["rdp"] = *rdp;
+    }
     return j;
   };
 
