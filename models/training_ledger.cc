@@ -103,7 +103,10 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
   auto calibration = accounting::CalibrateNoiseMultiplier(
       target_epsilon, delta, sampling_rate, steps, accounting::Accountant::kRdp, options);
   if (!calibration.ok()) return absl::InvalidArgumentError(calibration.error());
-  return calibration->noise_multiplier;
+  // A ledger records noise multipliers down to accounting::kMinFileNoiseMultiplier only
+  // (accounting/event.h). A huge target can calibrate below it; epsilon decreases in the
+  // noise multiplier, so the floor still meets the target, and the run stays recordable.
+  return std::max(calibration->noise_multiplier, accounting::kMinFileNoiseMultiplier);
 }
 
 }  // namespace dpkit::models

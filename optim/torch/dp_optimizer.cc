@@ -100,6 +100,25 @@ void DpOptimizer::EnsureAccumulators() {
   accumulators_ready_ = true;
 }
 
+namespace {
+
+// Microbatch j = examples [offset_j, offset_j + n_j) of a physical batch of `batch`
+// examples, as (M, n_max) indices padded with `batch` (the layers' padding row).
+torch::Tensor MicrobatchIndices(absl::Span<const int64_t> microbatch_sizes, int64_t batch) {
+  const int64_t records = static_cast<int64_t>(microbatch_sizes.size());
+  const int64_t n_max = *std::max_element(microbatch_sizes.begin(), microbatch_sizes.end());
+  torch::Tensor microbatches = torch::full({records, n_max}, batch, torch::kLong);
+  auto rows = microbatches.accessor<int64_t, 2>();
+  int64_t offset = 0;
+  for (int64_t j = 0; j < records; ++j) {
+    for (int64_t t = 0; t < microbatch_sizes[j]; ++t) rows[j][t] = offset + t;
+    offset += microbatch_sizes[j];
+  }
+  return microbatches;
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> DpOptimizer::AccumulatePhysicalBatch(
     absl::Span<const int64_t> microbatch_sizes) {
   torch::NoGradGuard no_grad;
@@ -135,18 +154,8 @@ absl::StatusOr<int64_t> DpOptimizer::AccumulatePhysicalBatch(
         "microbatch sizes must sum to the physical batch size ", batch, ", got ", sizes_total));
   }
   const int64_t records = micro ? static_cast<int64_t>(microbatch_sizes.size()) : batch;
-  // Microbatch j = examples [offset_j, offset_j + n_j), as (M, n_max) indices padded with B.
-  torch::Tensor microbatches;
-  if (micro) {
-    int64_t n_max = *std::max_element(microbatch_sizes.begin(), microbatch_sizes.end());
-    microbatches = torch::full({records, n_max}, batch, torch::kLong);
-    auto rows = microbatches.accessor<int64_t, 2>();
-    int64_t offset = 0;
-    for (int64_t j = 0; j < records; ++j) {
-      for (int64_t t = 0; t < microbatch_sizes[j]; ++t) rows[j][t] = offset + t;
-      offset += microbatch_sizes[j];
-    }
-  }
+  const torch::Tensor microbatches =
+      micro ? MicrobatchIndices(microbatch_sizes, batch) : torch::Tensor();
   // Squared norms of each record's gradient sum, per layer (sum over its parameters) and
   // then per group.
   const int num_groups = groups_.num_groups();
