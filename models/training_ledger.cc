@@ -37,12 +37,7 @@ TrainingLedger::TrainingLedger(TrainingLedger&& other) noexcept = default;
 TrainingLedger& TrainingLedger::operator=(TrainingLedger&& other) noexcept = default;
 TrainingLedger::~TrainingLedger() = default;
 
-absl::Status TrainingLedger::AppendStep(int64_t step, double sampling_rate,
-                                        const std::vector<LedgerQuery>& queries) {
-  accounting::SamplingRecord record;
-  record.step = step;
-  record.sampling_rate = sampling_rate;
-  for (const LedgerQuery& q : queries) record.queries.push_back({q.clip_norm, q.noise_stddev});
+absl::Status TrainingLedger::AppendStep(const accounting::SamplingRecord& record) {
   auto appended = writer_->Append(record);
   if (!appended.ok()) return absl::InternalError(appended.error());
   return absl::OkStatus();
@@ -89,6 +84,14 @@ absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double del
   // The headline: the smallest certified upper bound, named in the JSON.
   *epsilon_upper = accounting::ReportHeadline(report)->value;
   return accounting::ReportToJson(report);
+}
+
+std::string EpsilonText(const nlohmann::json& eps, double delta) {
+  // The accounting report's one-line form: the headline rounded up, named.
+  accounting::Result<accounting::PrivacyReport> report =
+      accounting::ReportFromJson(eps, accounting::ReportQuantity::kEpsilon, delta);
+  if (!report.ok()) return "eps: " + report.error();
+  return accounting::ReportToLine(*report);
 }
 
 absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double delta,

@@ -33,11 +33,6 @@
 
 namespace dpkit::models {
 
-struct LedgerQuery {
-  double clip_norm;     // C_g
-  double noise_stddev;  // s_g
-};
-
 class TrainingLedger {
  public:
   // Creates the file or appends to it (resume continues the same ledger).
@@ -46,9 +41,9 @@ class TrainingLedger {
   TrainingLedger& operator=(TrainingLedger&& other) noexcept;
   ~TrainingLedger();
 
-  // One Poisson-sampled step with its sum queries.
-  absl::Status AppendStep(int64_t step, double sampling_rate,
-                          const std::vector<LedgerQuery>& queries);
+  // One Poisson-sampled step with its sum queries (the noise plan's records,
+  // optim/clipping.h).
+  absl::Status AppendStep(const accounting::SamplingRecord& record);
   // Any other mechanism, as an event.
   absl::Status AppendEvent(const accounting::Event& event);
 
@@ -70,6 +65,10 @@ absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int
 // certified upper bound.
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
                                              double* epsilon_upper);
+
+// "eps <= 1.2346 (PLD, delta=1e-05; RDP 1.3002)" from a LedgerEpsilon object: the headline
+// rounded up (accounting::ReportToLine).
+std::string EpsilonText(const nlohmann::json& epsilon, double delta);
 
 // The noise multiplier sigma for which T steps of the Poisson-subsampled Gaussian with rate
 // q have RDP epsilon <= target at delta (optimal conversion), by //accounting:calibrate:
