@@ -46,6 +46,7 @@ using internal::FormatDouble;
 using pld_internal::Bound;
 using pld_internal::ComponentPmfs;
 using pld_internal::Composed;
+using pld_internal::DeltaCurve;
 using pld_internal::Direction;
 using pld_internal::GridOptions;
 using pld_internal::kMaxGridPoints;
@@ -87,11 +88,27 @@ Composed SingleUse(const Pmf& pmf, double h) {
   return single;
 }
 
+// Certified bound on delta(0) (the total variation distance) of one direction from a curve
+// already built for another query. Lower: DeltaAt(0) (the omitted mass only lowers it).
+// Upper: the mass below the window is not on the curve, so only a window starting at a
+// loss <= 0 certifies it (that mass then has loss < 0 and adds nothing to delta(0)); else
+// the trivial 1.
+ld DeltaAtZero(const DeltaCurve& curve, const Composed& composed, Bound bound) {
+  if (bound == Bound::kUpper && static_cast<ld>(composed.window_start) * composed.h > 0) return 1;
+  return DeltaAt(curve, 0);
+}
+
 // eps(delta) or delta(eps) of one direction: the certified `bound`. `points` is raised to
-// the largest grid used (component or window).
+// the largest grid used (component or window). `delta0` (if not null) is tightened (min for
+// the upper bound, max for the lower) by the certified delta(0) of each curve built.
 Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
                           const BoundRequest& request, Eigen::FFT<double>* fft,
-                          int64_t* points) {
+                          int64_t* points, ld* delta0 = nullptr) {
+  const auto fold_delta0 = [&](const DeltaCurve& curve, const Composed& c) {
+    if (delta0 == nullptr) return;
+    const ld v = DeltaAtZero(curve, c, bound);
+    *delta0 = bound == Bound::kUpper ? std::min(*delta0, v) : std::max(*delta0, v);
+  };
   const Query& query = request.query;
   const double tolerance = request.tolerance;
   Result<Composed> composed = Error{""};
@@ -109,7 +126,9 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
   for (const ComponentPmfs& c : comps) {
     *points = std::max(*points, static_cast<int64_t>(c.of(bound).mass.size()));
   }
-  ld value = CurveAnswer(MakeCurve(*composed, bound), query, request.hint);
+  const DeltaCurve curve = MakeCurve(*composed, bound);
+  ld value = CurveAnswer(curve, query, request.hint);
+  fold_delta0(curve, *composed);
   // Below kStagedSteps the stages serve the tangent PMF's deficit; the single stage keeps
   // the fine grid's accuracy (e.g. q = 1e-4, sigma = 0.6, T = 1e4: upper 0.27487 in one
   // stage, 0.27628 in two) but can miss a heavy tail's window (then its bound is trivial).
@@ -118,11 +137,29 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
     auto single = Compose(comps, bound, h, query, tolerance, fft);
     if (single.ok()) {
       *points = std::max(*points, single->n);
-      const ld v1 = CurveAnswer(MakeCurve(*single, bound), query, request.hint);
+      const DeltaCurve single_curve = MakeCurve(*single, bound);
+      const ld v1 = CurveAnswer(single_curve, query, request.hint);
+      fold_delta0(single_curve, *single);
       value = bound == Bound::kUpper ? std::min(value, v1) : std::max(value, v1);
     }
   }
   return value;
+}
+
+// With PldOptions::with_delta0: the certified delta(0) of one direction's `bound` composed
+// on the grid of its epsilon bound with the tilt chosen for delta(0) (the epsilon query's
+// tilt amplifies the error allowances at losses near 0 by e^{K - lambda l}: e.g. lower
+// 0.2123 against 0.22445 at the Table 1 row 2 setting), folded into *delta0 (min for the
+// upper bound, max for the lower). One composition per direction and bound, no search, no
+// refinement of its own: the grid is the one epsilon needed. A failed composition leaves
+// *delta0 as it is (the trivial bound or one already folded in).
+void Delta0Bound(const std::vector<ComponentPmfs>& comps, Bound bound, double h, double tol,
+                 Eigen::FFT<double>* fft, ld* delta0) {
+  const Query zero{Query::Kind::kDeltaAtEpsilon, 0};
+  int64_t points = 0;  // not counted: the refinement follows epsilon's grids only
+  auto v = DirectionBound(comps, bound, h, {zero, tol}, fft, &points, delta0);
+  if (!v.ok()) return;
+  *delta0 = bound == Bound::kUpper ? std::min(*delta0, *v) : std::max(*delta0, *v);
 }
 
 // A coarse grid (this factor times the grid spacing: error ~36x larger, work ~6x
@@ -135,7 +172,22 @@ struct RawBounds {
   int64_t points = 0;  // largest grid used
   Direction dominant = Direction::kRemove;  // the direction of the lower bound
   ld other_upper = 0;  // a certified upper bound of the other direction (0: symmetric)
+  // Certified bounds on delta(0) from the curves built, see DirectionBound. Any direction's
+  // bound serves both: delta(0) is the total variation distance sup TV(M(D), M(D')) over
+  // the neighbouring pairs, and the add direction's pairs are the remove direction's
+  // swapped, which TV does not see (it is symmetric; Dong, Roth, Su 2019, Prop. 2.12 at
+  // eps = 0). So the upper bound is the minimum over every certified curve, either
+  // direction, every grid; the lower bound the maximum.
+  ld delta0_upper = 1, delta0_lower = 0;
 };
+
+// Both bounds certified: keep the tighter side of each (5).
+void KeepTighter(const RawBounds& other, RawBounds* b) {
+  b->upper = std::min(b->upper, other.upper);
+  b->lower = std::max(b->lower, other.lower);
+  b->delta0_upper = std::min(b->delta0_upper, other.delta0_upper);
+  b->delta0_lower = std::max(b->delta0_lower, other.delta0_lower);
+}
 
 // The certified upper bound of the add direction where it can exceed the remove
 // direction's `out->upper` (else its coarse-grid bound only), folded into *out (5).
@@ -154,7 +206,8 @@ Result<void> BoundAddDirection(const Event& event, const Query& query,
     if (!add.ok()) return add.error_value();
     const BoundRequest request{query, std::min(0.1, tol * kCoarseFactor * kCoarseFactor), 0,
                                StagingRule::kStepsOnly};
-    auto add_upper = DirectionBound(**add, Bound::kUpper, coarse->h, request, fft, &out->points);
+    auto add_upper = DirectionBound(**add, Bound::kUpper, coarse->h, request, fft, &out->points,
+                                    &out->delta0_upper);
     if (!add_upper.ok()) return add_upper.error_value();
     add_needed = !(*add_upper <= out->upper);
     out->other_upper = *add_upper;
@@ -162,8 +215,8 @@ Result<void> BoundAddDirection(const Event& event, const Query& query,
   if (!add_needed) return OkResult();
   auto add = BuildDirection(prepared, Direction::kAdd);
   if (!add.ok()) return add.error_value();
-  auto add_upper =
-      DirectionBound(**add, Bound::kUpper, prepared->h, {query, tol}, fft, &out->points);
+  auto add_upper = DirectionBound(**add, Bound::kUpper, prepared->h, {query, tol}, fft,
+                                  &out->points, &out->delta0_upper);
   if (!add_upper.ok()) return add_upper.error_value();
   if (*add_upper > out->upper) {
     out->other_upper = out->upper;
@@ -190,7 +243,7 @@ void TryTangentLowerBound(std::vector<ComponentPmfs>* comps, double h, const Que
     std::swap(c.lower, c.lower_alt);
   }
   auto alt = DirectionBound(*comps, Bound::kLower, h, {query, tol, out->upper}, fft,
-                            &out->points);
+                            &out->points, &out->delta0_lower);
   for (ComponentPmfs& c : *comps) {
     if (!c.lower_alt.mass.empty()) std::swap(c.lower, c.lower_alt);
   }
@@ -207,7 +260,8 @@ void TryTangentLowerBound(std::vector<ComponentPmfs>* comps, double h, const Que
 // reported number and its fine composition is skipped (for Poisson-subsampled Gaussians
 // the remove direction dominates by far more than the coarse grid's error).
 Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
-                                        const PldOptions& options, ld tail_budget) {
+                                        const PldOptions& options, ld tail_budget,
+                                        bool with_delta0) {
   auto prepared = Prepare(event, Grid(options), tail_budget);
   if (!prepared.ok()) return prepared.error_value();
   const double tol = options.epsilon_tolerance;
@@ -215,9 +269,12 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   RawBounds out{0, 0, prepared->h, 0};
   auto remove = BuildDirection(&*prepared, Direction::kRemove);
   if (!remove.ok()) return remove.error_value();
-  auto remove_upper =
-      DirectionBound(**remove, Bound::kUpper, prepared->h, {query, tol}, &fft, &out.points);
+  auto remove_upper = DirectionBound(**remove, Bound::kUpper, prepared->h, {query, tol}, &fft,
+                                     &out.points, &out.delta0_upper);
   if (!remove_upper.ok()) return remove_upper.error_value();
+  if (with_delta0) {
+    Delta0Bound(**remove, Bound::kUpper, prepared->h, tol, &fft, &out.delta0_upper);
+  }
   out.upper = *remove_upper;
   if (!prepared->symmetric) {
     DPKIT_RETURN_IF_ERROR(
@@ -225,10 +282,11 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   }
   auto& comps = out.dominant == Direction::kRemove ? prepared->remove : prepared->add;
   auto lower = DirectionBound(comps, Bound::kLower, prepared->h, {query, tol, out.upper}, &fft,
-                              &out.points);
+                              &out.points, &out.delta0_lower);
   if (!lower.ok()) return lower.error_value();
   out.lower = *lower;
   TryTangentLowerBound(&comps, prepared->h, query, tol, &fft, &out);
+  if (with_delta0) Delta0Bound(comps, Bound::kLower, prepared->h, tol, &fft, &out.delta0_lower);
   return out;
 }
 
@@ -238,7 +296,7 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
 // scales as 1/h (the component grid at least as fast), so the next spacing should fit,
 // with a margin.
 Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
-                                   const PldOptions& options, ld tail_budget,
+                                   const PldOptions& options, ld tail_budget, bool with_delta0,
                                    Result<RawBounds> bounds) {
   double h = bounds.ok() ? bounds->h : 0;
   for (int round = 0; !bounds.ok() && round < 8; ++round) {
@@ -254,7 +312,7 @@ Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
     h = std::min(1.0, factor * h);
     PldOptions coarser = options;
     coarser.discretization_interval = h;
-    bounds = CertifiedBoundsOnGrid(event, query, coarser, tail_budget);
+    bounds = CertifiedBoundsOnGrid(event, query, coarser, tail_budget, with_delta0);
   }
   return bounds;
 }
@@ -288,7 +346,7 @@ constexpr int64_t kRefinementPoints = int64_t{1} << 20;
 // Refines the grid while the gap shows that it was too coarse (see CertifiedBounds);
 // returns whether a refinement stopped helping.
 bool Refine(const Event& event, const Query& query, const PldOptions& options,
-            ld tail_budget, Result<RawBounds>* bounds) {
+            ld tail_budget, bool with_delta0, Result<RawBounds>* bounds) {
   for (int round = 0; round < kMaxRefinements; ++round) {
     RawBounds& current = **bounds;
     const ld wanted = 10 * static_cast<ld>(options.epsilon_tolerance) * current.upper;
@@ -303,12 +361,11 @@ bool Refine(const Event& event, const Query& query, const PldOptions& options,
     if (current.h * factor < 1e-7) break;
     PldOptions finer = options;
     finer.discretization_interval = current.h * factor;
-    auto refined = CertifiedBoundsOnGrid(event, query, finer, tail_budget);
+    auto refined = CertifiedBoundsOnGrid(event, query, finer, tail_budget, with_delta0);
     if (!refined.ok()) break;
     const bool progress = refined->upper - refined->lower < 0.8L * gap;
     // Both results are certified: keep the tighter side of each.
-    refined->upper = std::min(refined->upper, current.upper);
-    refined->lower = std::max(refined->lower, current.lower);
+    KeepTighter(current, &*refined);
     *bounds = refined;
     if (!progress) return true;
   }
@@ -326,10 +383,11 @@ bool Refine(const Event& event, const Query& query, const PldOptions& options,
 // which grow as the spacing shrinks, dominate). Every result is certified; the tightest
 // upper and lower bounds seen are returned.
 Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
-                                  const PldOptions& options, ld tail_budget) {
-  auto bounds = CertifiedBoundsOnGrid(event, query, options, tail_budget);
+                                  const PldOptions& options, ld tail_budget,
+                                  bool with_delta0 = false) {
+  auto bounds = CertifiedBoundsOnGrid(event, query, options, tail_budget, with_delta0);
   if (options.discretization_interval > 0) return bounds;
-  bounds = CoarsenUntilFits(event, query, options, tail_budget, std::move(bounds));
+  bounds = CoarsenUntilFits(event, query, options, tail_budget, with_delta0, std::move(bounds));
   // Both query kinds refine: for delta(eps) the gap is compared with tolerance * delta.
   if (!bounds.ok()) return bounds;
   const double first_h = bounds->h;
@@ -345,7 +403,7 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
     TryDecomposed(event, query, options, tail_budget, b);
   };
   try_decomposed(&*bounds);
-  const bool stalled = Refine(event, query, options, tail_budget, &bounds);
+  const bool stalled = Refine(event, query, options, tail_budget, with_delta0, &bounds);
   // Where a finer grid did not help, the floating-point allowances (which grow as the
   // spacing shrinks) dominate, and a coarser grid may do better: e.g. q = 1e-4, sigma = 2,
   // 1e8 steps, whose default grid fits since the two-stage composition: [2.0916, 2.1888]
@@ -353,11 +411,8 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
   if (stalled && first_h * 3 <= 1) {
     PldOptions coarser = options;
     coarser.discretization_interval = first_h * 3;
-    auto other = CertifiedBoundsOnGrid(event, query, coarser, tail_budget);
-    if (other.ok()) {
-      bounds->upper = std::min(bounds->upper, other->upper);
-      bounds->lower = std::max(bounds->lower, other->lower);
-    }
+    auto other = CertifiedBoundsOnGrid(event, query, coarser, tail_budget, with_delta0);
+    if (other.ok()) KeepTighter(*other, &*bounds);
   }
   // Still a wide gap (a finer grid since the first attempt): try (7) again.
   if (bounds->h < decomposed_h) try_decomposed(&*bounds);
@@ -379,7 +434,8 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
                  FormatDouble(delta)};
   }
   const Query query{Query::Kind::kEpsilonAtDelta, delta};
-  auto raw = CertifiedBounds(event, query, options, static_cast<ld>(delta) * 1e-7L);
+  auto raw = CertifiedBounds(event, query, options, static_cast<ld>(delta) * 1e-7L,
+                             options.with_delta0);
   if (!raw.ok()) return raw.error_value();
   EpsilonBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   // Rounding to double: keep the upper bound up and the lower bound down.
@@ -389,6 +445,13 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
   }
   out.epsilon_lower = std::max(0.0, std::nextafter(out.epsilon_lower, 0.0));
   out.epsilon_lower = std::min(out.epsilon_lower, out.epsilon_upper);
+  // delta(0): the upper bound rounded up (1 where none was certified), the lower one down.
+  if (raw->delta0_upper < 1) {
+    out.delta0_upper =
+        std::min(1.0, std::nextafter(static_cast<double>(raw->delta0_upper), 2.0));
+  }
+  out.delta0_lower = std::min(
+      out.delta0_upper, std::max(0.0, std::nextafter(static_cast<double>(raw->delta0_lower), 0.0)));
   // A NaN would be an arithmetic failure inside the accountant, never a bound.
   if (std::isnan(out.epsilon_upper) || std::isnan(out.epsilon_lower)) {
     return Error{"internal error: the pld accountant's epsilon bounds are not numbers"};

@@ -54,12 +54,22 @@ struct PldOptions {
   double epsilon_tolerance = 1e-4;
   // Loss grid spacing; 0 chooses it from epsilon_tolerance. Otherwise in [1e-7, 1].
   double discretization_interval = 0;
+  // PldEpsilon only: also bound delta(0) (EpsilonBounds::delta0_*) on the grids epsilon
+  // is computed on (one extra composition per direction and bound on each).
+  bool with_delta0 = false;
 };
 
 struct EpsilonBounds {
   double epsilon_upper;            // certified: the mechanism is (epsilon_upper, delta)-DP
   double epsilon_lower;            // certified: it is NOT (eps, delta)-DP for eps < this
   double discretization_interval;  // the loss grid spacing used
+  // Certified bounds on delta(0) = the total variation distance (Dong, Roth, Su 2019, Prop.
+  // 2.12 at eps = 0; symmetric, so either direction's bound serves), from the compositions
+  // on the grids built for epsilon; with_delta0 composes them with a tilt for loss 0. Else
+  // (or where no window covered loss 0) delta0_upper = 1, the trivial bound: callers then
+  // compute PldDelta(event, 0).
+  double delta0_upper = 1;
+  double delta0_lower = 0;
 };
 
 struct DeltaBounds {

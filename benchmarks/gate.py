@@ -8,9 +8,15 @@ Reads every benchmarks/gate/*.json and checks, per entry:
                 must lie within [min, max];
   file_size     a built file must not exceed baseline * max_ratio bytes.
 Prints one line per check and a closing 'N passed, N failed' line; exits 1 on a failure.
-With --record, prints the measured values (for a deliberate baseline update) and never fails.
+With --record (for a deliberate baseline update; never fails): prints the measured values,
+writes each changed instructions/file_size value as the check's new baseline in its
+benchmarks/gate/*.json, and appends a row (commit, date, figure, value) to
+benchmarks/history.csv for every tracked figure whose value differs from its last row there
+(the trend of each figure; --only restricts both to the checks it matches).
 """
 import argparse
+import csv
+import datetime
 import glob
 import json
 import os
@@ -20,6 +26,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HISTORY = os.path.join(ROOT, "benchmarks", "history.csv")
+HISTORY_FIELDS = ["commit", "date", "figure", "value"]
 
 
 def bazel_bin(path):
@@ -71,6 +79,47 @@ def run_ratio(check):
     return pick(check["numerator"]) / pick(check["denominator"])
 
 
+def last_recorded():
+    """The last value of each figure in benchmarks/history.csv (as text)."""
+    last = {}
+    if os.path.exists(HISTORY):
+        with open(HISTORY, newline="") as f:
+            for row in csv.DictReader(f):
+                last[row["figure"]] = row["value"]
+    return last
+
+
+def format_value(value):
+    return str(value) if isinstance(value, int) else "%.6g" % value
+
+
+def record(path, updates, history_rows):
+    """Writes new baselines into one gate file (text edit: the file's layout is kept) and
+    appends the changed figures to benchmarks/history.csv."""
+    if updates:
+        with open(path) as f:
+            text = f.read()
+        for name, value in updates:
+            start = text.index('"name": "%s"' % name)
+            match = re.compile(r'"baseline": *\d+').search(text, start)
+            text = text[:match.start()] + '"baseline": %d' % value + text[match.end():]
+        with open(path, "w") as f:
+            f.write(text)
+    if history_rows:
+        new_file = not os.path.exists(HISTORY)
+        with open(HISTORY, "a", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            if new_file:
+                writer.writerow(HISTORY_FIELDS)
+            writer.writerows(history_rows)
+
+
+def commit_id():
+    proc = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True, cwd=ROOT)
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", action="store_true")
@@ -78,9 +127,13 @@ def main():
     args = parser.parse_args()
     passed = failed = 0
     rows = []
+    last = last_recorded() if args.record else {}
+    commit = commit_id() if args.record else ""
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "gate", "*.json"))):
         with open(path) as f:
             checks = json.load(f)["checks"]
+        updates, history_rows = [], []
         for check in checks:
             name = check["name"]
             if args.only and not re.search(args.only, name):
@@ -110,12 +163,20 @@ def main():
             rows.append((name, value))
             if args.record:
                 print("%-40s %s" % (name, detail))
+                if value is None:
+                    continue
+                if kind != "ratio" and value != check["baseline"]:
+                    updates.append((name, value))
+                if last.get(name) != format_value(value):
+                    history_rows.append([commit, date, name, format_value(value)])
                 continue
             print("%s %-40s %s" % ("PASS" if ok else "FAIL", name, detail))
             if ok:
                 passed += 1
             else:
                 failed += 1
+        if args.record:
+            record(path, updates, history_rows)
     if not args.record:
         print("gate: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
