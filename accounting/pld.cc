@@ -139,6 +139,10 @@
 //
 // (7) Decomposed lower bound for one component whose per-step bulk is narrower than the
 //     grid can resolve (small q and sigma): see the comment above DecomposedBound.
+//
+// (8) The delta-curve's second suffix sum relative to offsets, so that composed losses
+//     beyond the exponent range (eps > ~11400) keep both bounds certified: see the comment
+//     above MakeCurve.
 // ---------------------------------------------------------------------------------
 
 namespace dpkit::accounting {
@@ -2259,8 +2263,12 @@ struct DeltaCurve {
   bool upper;
   ld h;
   int64_t start = 0, n = 0;
-  std::vector<ld> s1, s2;  // suffix sums of w_j and w_j e^{-l_j}
+  // Suffix sums of w_j and of w_j e^{o_j - l_j}, o_j = offset[j] h (see (8) above MakeCurve).
+  std::vector<ld> s1, s2;
+  std::vector<int64_t> offset;
+  int64_t rebases = 0;  // rebasings of a non-zero s2 (each costs a rounding, (8))
   ld infinity_mass = 0, above = 0, log_scale = 0, lambda = 0, tau = 0;
+  ld exponent_bound = 0;  // |log_scale| + |lambda| max |l_j| + 1 (exponent rounding, (8))
 };
 
 // Relative error allowance of each untilted weight w_j and w_j e^{-l_j} of MakeCurve:
@@ -2271,6 +2279,49 @@ struct DeltaCurve {
 // n 2^-64 (n <= 2^22). 1024 ulps covers all of it.
 constexpr int64_t kAnchor = 32;
 constexpr ld kCurveUlps = 1024;
+
+// (8) Offsets of the second suffix sum. The curve needs e^eps sum_{l_j > eps} w_j e^{-l_j}
+//     (DeltaAt). Stored as the plain sum s2 = sum w_j e^{-l_j}, its terms leave the range of
+//     long double (e^{-11399} is the smallest subnormal) once l_j exceeds ~11400 (the
+//     composed loss of sigma = 1, T = 2.5e4 already does): they round to 0, which lowers
+//     e^eps s2 and RAISES s1 - e^eps s2, so the optimistic curve exceeds the true one (sigma
+//     = 1, T = 1e5, delta = 1e-5: "lower bound" 51348.59 > exact 51347.68, Balle, Wang 2018,
+//     Thm. 8; under Emscripten, whose exp is double's, from l_j ~ 745 on).
+//     So s2 is stored relative to an offset o_j = g_j h (g_j an integer grid index):
+//       S_j = e^{o_j} s2_j = sum_{k >= j} w_k e^{o_j - l_k},
+//       e^eps s2_j = exp((eps - o_j) + log S_j).
+//     Walking down from the top, g starts at 0 and is moved to g' = start + j (o' = l_j,
+//     S <- S e^{(g' - g) h}) whenever |l_j - o| > kOffsetLoss. Every entry then has
+//     |l_j - o_j| <= kOffsetLoss, so its term w_j e^{o_j - l_j} <= w_j e^{kOffsetLoss} and
+//     e^{eps - o_j} <= e^{kOffsetLoss} (eps < l_first) stay in range, and a window inside
+//     |l| <= kOffsetLoss keeps o = 0: the arithmetic of the plain sum, bit for bit.
+//     Only roundings are to be bounded. Beyond those the plain sum allows for (kCurveUlps
+//     and 8u of both terms), with u = kLdUnit:
+//      - a rebasing multiplies the carried S by exp((g' - g) h), (g - g') h <= kOffsetLoss +
+//        h (the entry above was within it): the integer difference is exact, the product with
+//        h and exp's argument round by (kOffsetLoss + 1) u, exp and the product by a few u:
+//        the terms carried through m rebasings are off by a relative m (kOffsetLoss + 8) 2u
+//        at most, m <= `rebases` (rebasings of a zero S round nothing and are not counted);
+//      - a term's exponent log(v) + log_scale - lambda l_j - (l_j - o_j) rounds by at most
+//        (|log v| + |log_scale| + |lambda l_j| + kOffsetLoss) u, |log v| < 12000 (v is a
+//        normal long double; in double, < 745);
+//      - (eps - o) + log S, then exp: (|o| + |eps| + 2 |log S| + 8) u;
+//      so a relative 2u (rebases (kOffsetLoss + 8) + |o| + |eps| + 2 |log S| +
+//      exponent_bound + kOffsetLoss + 12064) of e^eps s2 covers them where o_first != 0;
+//      - underflow (absolute): each entry's term (exp, and v times a factor) and each
+//        rebasing product round with an absolute error below kTinyNormal (the smallest
+//        normal number of the type exp returns): at most (2 n + rebases) kTinyNormal in S,
+//        times e^{eps - o} <= e^{kOffsetLoss + 1}. That is below e^{-3100} natively and
+//        below e^{-640} under Emscripten (kOffsetLoss = 64 there), negligible against any
+//        delta >= 1e-200, but allowed for in both directions everywhere.
+//     DeltaAt adds these to (upper) or subtracts them from (lower) the curve.
+#if defined(__EMSCRIPTEN__)
+constexpr ld kOffsetLoss = 64;
+constexpr ld kTinyNormal = DBL_MIN;
+#else
+constexpr ld kOffsetLoss = 8192;
+constexpr ld kTinyNormal = LDBL_MIN;
+#endif
 
 DeltaCurve MakeCurve(const Composed& c, bool upper) {
   DeltaCurve d;
@@ -2285,7 +2336,14 @@ DeltaCurve MakeCurve(const Composed& c, bool upper) {
   d.above = c.n > 0 ? std::exp(c.log_above_bound) : 0;
   d.s1.assign(c.n + 1, 0);
   d.s2.assign(c.n + 1, 0);
-  // w_j = v_j exp(log_scale - lambda l_j), w2_j = w_j e^{-l_j}, l_j = (start + j) h.
+  d.offset.assign(c.n + 1, 0);
+  if (c.n > 0) {
+    const ld l_max = std::max(std::fabs(static_cast<ld>(c.window_start) * c.h),
+                              std::fabs(static_cast<ld>(c.window_start + c.n) * c.h));
+    d.exponent_bound = std::fabs(c.log_scale) + std::fabs(c.lambda) * l_max + 1;
+  }
+  // w_j = v_j exp(log_scale - lambda l_j), w2_j = w_j e^{o - l_j}, l_j = (start + j) h,
+  // o = g h the offset of (8).
   // The scale factors are kept in double where their exponent is within +-700 and
   // computed in long double otherwise (then only a few entries far in the tails).
   const double r1 = std::exp(-static_cast<double>(c.lambda * c.h));
@@ -2293,19 +2351,31 @@ DeltaCurve MakeCurve(const Composed& c, bool upper) {
   double f1 = 0, f2 = 0;
   bool in_range = false;
   ld s1 = 0, s2 = 0;
+  int64_t g = 0;  // offset index of (8)
   for (int64_t j = c.n - 1; j >= 0; --j) {
     const ld l = static_cast<ld>(c.window_start + j) * c.h;
+    // (8): move the offset to l_j where l_j - o left [-kOffsetLoss, kOffsetLoss].
+    bool rebased = false;
+    if (std::fabs(static_cast<ld>(c.window_start + j - g) * c.h) > kOffsetLoss) {
+      if (s2 > 0) {
+        s2 *= std::exp(static_cast<ld>(c.window_start + j - g) * c.h);
+        ++d.rebases;
+      }
+      g = c.window_start + j;
+      rebased = true;
+    }
+    const ld l_rel = static_cast<ld>(c.window_start + j - g) * c.h;  // l_j - o
     const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
                        : static_cast<ld>(c.tilted[j]) - c.entry_error;
     // Walking downwards in j the exponents grow by lambda h: f_{j-1} = f_j / r.
-    if ((c.n - 1 - j) % kAnchor == 0) {
+    if ((c.n - 1 - j) % kAnchor == 0 || rebased) {
       const ld e1 = c.log_scale - c.lambda * l;
       // Within the next kAnchor entries the exponents grow by at most kAnchor (lambda+1) h.
       const ld drift = kAnchor * (c.lambda + 1) * c.h;
-      in_range = std::fabs(e1) + drift < 700 && std::fabs(e1 - l) + drift < 700;
+      in_range = std::fabs(e1) + drift < 700 && std::fabs(e1 - l_rel) + drift < 700;
       if (in_range) {
         f1 = std::exp(static_cast<double>(e1));
-        f2 = std::exp(static_cast<double>(e1 - l));
+        f2 = std::exp(static_cast<double>(e1 - l_rel));
       }
     } else if (in_range) {
       f1 /= r1;
@@ -2318,11 +2388,12 @@ DeltaCurve MakeCurve(const Composed& c, bool upper) {
       } else {
         const ld lw = std::log(v) + c.log_scale - c.lambda * l;
         s1 += std::exp(lw);
-        s2 += std::exp(lw - l);
+        s2 += std::exp(lw - l_rel);
       }
     }
     d.s1[j] = s1;
     d.s2[j] = s2;
+    d.offset[j] = g;
   }
   return d;
 }
@@ -2336,9 +2407,12 @@ ld DeltaAt(const DeltaCurve& c, ld eps) {
     while (first > 0 && static_cast<ld>(c.start + first - 1) * c.h > eps) --first;
     while (first < c.n && static_cast<ld>(c.start + first) * c.h <= eps) ++first;
     first = std::min<int64_t>(std::max<int64_t>(first, 0), c.n);
-    // e^eps s2 = sum_{l_j > eps} w_j e^{eps - l_j} <= s1: computed as exp(eps + log s2),
-    // because e^eps alone overflows a long double for eps > ~11356 (and 0 * inf is NaN).
-    const ld x_s2 = c.s2[first] > 0 ? std::exp(eps + std::log(c.s2[first])) : 0;
+    // e^eps s2 = sum_{l_j > eps} w_j e^{eps - l_j} <= s1: computed as exp((eps - o) + log S)
+    // with the offset o of (8), because e^eps alone overflows a long double for eps >
+    // ~11356 (and 0 * inf is NaN), and s2 itself would underflow.
+    const ld offset = static_cast<ld>(c.offset[first]) * c.h;
+    const ld log_s2 = c.s2[first] > 0 ? std::log(c.s2[first]) : 0;
+    const ld x_s2 = c.s2[first] > 0 ? std::exp((eps - offset) + log_s2) : 0;
     // e^eps s2 <= s1, so both are finite unless the untilted weights themselves overflowed
     // a long double: with a huge tilt (lambda ~ 1e4 for epsilon ~ 1e4, e.g. sigma = 0.005)
     // the error allowance of an entry, entry_error e^{K - lambda l}, can exceed 1e4932.
@@ -2347,7 +2421,16 @@ ld DeltaAt(const DeltaCurve& c, ld eps) {
     sum = c.s1[first] - x_s2;
     // Rounding of the weights (kCurveUlps each) and of this difference: the error is
     // relative to the two terms, not to their (possibly much smaller) difference.
-    const ld rounding = (kCurveUlps * kUnit + 8 * kLdUnit) * (c.s1[first] + x_s2);
+    ld rounding = (kCurveUlps * kUnit + 8 * kLdUnit) * (c.s1[first] + x_s2);
+    // (8): the offset's roundings (where it is not 0) and the underflows.
+    if (c.offset[first] != 0) {
+      rounding += 2 * kLdUnit * x_s2 *
+                  (static_cast<ld>(c.rebases) * (kOffsetLoss + 8) + std::fabs(offset) +
+                   std::fabs(eps) + 2 * std::fabs(log_s2) + c.exponent_bound + kOffsetLoss +
+                   12064);
+    }
+    rounding += std::exp(std::min<ld>(eps - offset, kOffsetLoss + 1) +
+                         std::log(static_cast<ld>(2 * c.n + c.rebases + 2) * kTinyNormal));
     if (c.upper) {
       sum = std::max<ld>(sum + rounding, 0) + c.above;
     } else {
