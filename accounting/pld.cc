@@ -120,6 +120,15 @@
 //     base, cells whose moments that leaves too uncertain are also enclosed by quadrature
 //     (2b). The ulp is kLdUnit (that of double under Emscripten, whose long double
 //     functions compute in double).
+//     Support: the linear composition has no mass outside the grid indices
+//     [sum_c T_c a_c, sum_c T_c b_c] (a_c, b_c: component c's lowest and highest index of
+//     positive mass), so window entries outside count as 0 in the upper bound (0 is the
+//     exact linear mass there; aliased mass is never needed; the lower bound keeps its
+//     entries, which are below the circular ones, and subtracts the aliasing as before).
+//     Otherwise the per-entry error bound, untilted by e^{K - lambda l}, puts spurious mass
+//     at the far end of a wide window (q = 1e-6, sigma = 0.3, T = 1e7, delta = 0.1: a
+//     first-stage window (6) reaching 120 below the support, an upper PMF of total mass
+//     4e16, epsilon <= 8.70; now 0.24).
 //     Frequencies whose bound (|X| + e)^T is below e^-700 are set to 0 and that bound is
 //     added to the error sum (Compose). The untilted weights of the delta curve carry
 //     256 double ulps each (MakeCurve), and DeltaAt adds/subtracts that relative error of
@@ -1054,6 +1063,14 @@ void TangentLowerPmf(int64_t lo, double h, const std::vector<ld>& c_up,
   }
 }
 
+// Largest |loss| of a grid point at which the chain below works with e^{loss} itself: far
+// inside the exponent range of the type exp returns (long double; double under Emscripten).
+#if defined(__EMSCRIPTEN__)
+constexpr ld kChainLossLimit = 700;
+#else
+constexpr ld kChainLossLimit = 11000;
+#endif
+
 // The mass-preserving chain optimistic PMF of (3b) on the grid points lo, ..., lo + n.
 void ChainLowerPmf(int64_t lo, double h, const std::vector<ld>& d_up,
                    const std::vector<ld>& c_lo, const std::vector<ld>& d_lo, Pmf* lower) {
@@ -1065,6 +1082,17 @@ void ChainLowerPmf(int64_t lo, double h, const std::vector<ld>& d_up,
   // certified interval [g_lo, g_hi]. Every rounding below is directed so that the chosen
   // e_i, r_i satisfy e_i a_i <= G_i for the exact a_i, G_i.
   const ld u = kLdUnit;
+  // The chain is homogeneous: with every x scaled by s (x_i = s e^{eps_i}), Q-masses become
+  // Q/s and P-masses (c, d, G, D, the output x q) do not change. It works with s = e^{-ref h}
+  // where the window reaches losses whose e^{eps} leave the exponent range (a composed
+  // window: the first stage of (6) with T1 = 3162 steps of sigma = 0.3 sits near loss
+  // 17600, where e^{eps} overflows, the chain's masses were NaN and the lower bound 0), and
+  // with ref = 0 otherwise (bit for bit the plain chain).
+  const int64_t ref =
+      std::max(std::fabs(static_cast<ld>(lo) * h), std::fabs(static_cast<ld>(lo + n) * h)) >
+              kChainLossLimit
+          ? lo + n / 2
+          : 0;
   std::vector<ld> q(n + 1, 0);        // Q-mass at grid point i (rounded down)
   std::vector<ld> gap_hi(n + 1, 0);   // upper bound on G at grid point i
   std::vector<ld> b_atom(n, 0);       // e_i + r_i (rounded down)
@@ -1073,7 +1101,7 @@ void ChainLowerPmf(int64_t lo, double h, const std::vector<ld>& d_up,
   {
     ld g_lo = 0, g_hi = 0, r_prev = 0;
     for (int64_t i = 0; i <= n; ++i) {
-      const ld z = static_cast<ld>(lo + i) * static_cast<ld>(h);
+      const ld z = static_cast<ld>(lo + i - ref) * static_cast<ld>(h);
       // exp of a rounded argument: relative error (|z| + 2) u, doubled for safety.
       const ld rx = (std::fabs(z) + 4) * 2 * u;
       const ld x = std::exp(z);
@@ -1674,7 +1702,39 @@ struct Composed {
   // First stage of a two-stage composition, upper PMF only: log of a bound on the
   // untilted mass below the window (else -inf; see (6)).
   ld log_below_bound = -std::numeric_limits<ld>::infinity();
+  // Grid indices outside which the composition has no mass: the sums over the components of
+  // count times their lowest (highest) index of positive mass. Window entries outside hold
+  // only aliasing and rounding noise, and their true (linear) mass is 0: they count as 0 in
+  // the upper bound (see (4)).
+  int64_t support_lo = std::numeric_limits<int64_t>::min();
+  int64_t support_hi = std::numeric_limits<int64_t>::max();
 };
+
+// Whether grid index g of a composed window can carry mass (see Composed::support_lo).
+bool InSupport(const Composed& c, int64_t g) { return g >= c.support_lo && g <= c.support_hi; }
+
+// Sets c->support_lo/hi from the components, rounded outwards (counts up to 1e15 times
+// indices up to 2^31 can exceed a long double's 64-bit mantissa).
+void SetSupport(const std::vector<ComponentPmfs>& comps, bool upper_pmf, Composed* c) {
+  ld lo = 0, hi = 0;
+  for (const ComponentPmfs& comp : comps) {
+    const Pmf& pmf = upper_pmf ? comp.upper : comp.lower;
+    int64_t first = -1, last = -1;
+    for (int64_t i = 0; i < static_cast<int64_t>(pmf.mass.size()); ++i) {
+      if (pmf.mass[i] > 0) {
+        if (first < 0) first = i;
+        last = i;
+      }
+    }
+    if (first < 0) continue;
+    lo += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + first);
+    hi += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + last);
+  }
+  lo -= std::fabs(lo) * 1e-15L + 2;
+  hi += std::fabs(hi) * 1e-15L + 2;
+  if (lo > -9e18L) c->support_lo = static_cast<int64_t>(std::floor(lo));
+  if (hi < 9e18L) c->support_hi = static_cast<int64_t>(std::ceil(hi));
+}
 
 // Chernoff bound on the tilted composed mass above `b` (side = +1) or below `b`
 // (side = -1), as a log: min over s > 0 of -side s b + K(lambda + side s) - K(lambda).
@@ -2027,6 +2087,7 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, bool upper_pmf
     out.log_above_bound = k_exact - lambda * hi_edge + log_above;
     out.log_below_bound = log_below_untilted;
     out.infinity_mass = -std::expm1(log_no_inf);
+    SetSupport(comps, upper_pmf, &out);
     return out;
   }
   return Error{"could not bound the aliasing of the privacy loss window"};
@@ -2107,14 +2168,17 @@ Pmf Rediscretize(const Composed& c, bool upper, int64_t k) {
   for (int64_t j = 0; j < c.n; ++j) {
     const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
                        : static_cast<ld>(c.tilted[j]) - c.entry_error - c.tilted_outside;
-    if (!(v > 0)) continue;
     const int64_t g = c.window_start + j;
+    // Upper: below the support there is no mass, at the entry nor below the window.
+    if (!(v > 0) || (upper && g < c.support_lo)) continue;
     const ld l = static_cast<ld>(g) * h;
     // Untilted weight v exp(K - lambda l): the exponent's rounding (|K| + |lambda l| + 1
     // ulps) and exp's own (a few ulps) are covered by `rel`.
     const ld rel =
         (std::fabs(c.log_scale) + std::fabs(c.lambda * l) + 64) * 4 * kLdUnit;
-    ld w = v * std::exp(c.log_scale - c.lambda * l) * (upper ? 1 + rel : 1 - rel);
+    ld w = upper && g > c.support_hi
+               ? 0
+               : v * std::exp(c.log_scale - c.lambda * l) * (upper ? 1 + rel : 1 - rel);
     // Upper: the mass below the window moves up to its first entry (dominating, (2)).
     if (upper && j == 0) w += std::exp(c.log_below_bound) * (1 + 8 * kUnit);
     const int64_t cell = FloorDiv(g - 1, k);
@@ -2365,8 +2429,9 @@ DeltaCurve MakeCurve(const Composed& c, bool upper) {
       rebased = true;
     }
     const ld l_rel = static_cast<ld>(c.window_start + j - g) * c.h;  // l_j - o
-    const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
-                       : static_cast<ld>(c.tilted[j]) - c.entry_error;
+    const ld v = !upper ? static_cast<ld>(c.tilted[j]) - c.entry_error
+                 : InSupport(c, c.window_start + j) ? static_cast<ld>(c.tilted[j]) + c.entry_error
+                                                    : 0;
     // Walking downwards in j the exponents grow by lambda h: f_{j-1} = f_j / r.
     if ((c.n - 1 - j) % kAnchor == 0 || rebased) {
       const ld e1 = c.log_scale - c.lambda * l;
@@ -3563,6 +3628,7 @@ Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event, dou
     ld above = std::exp(composed->log_above_bound);
     for (int64_t j = 0; j < composed->n; ++j) {
       const ld l = static_cast<ld>(composed->window_start + j) * composed->h;
+      if (!InSupport(*composed, composed->window_start + j)) continue;
       const ld v = (static_cast<ld>(composed->tilted[j]) + composed->entry_error) *
                    std::exp(composed->log_scale - composed->lambda * l);
       pld.masses[j] = static_cast<double>(std::max<ld>(v, 0) * (1 + 64 * kUnit));
