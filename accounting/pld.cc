@@ -3413,6 +3413,19 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, bool target_is_eps,
     }
     if (alt.ok()) out.lower = std::max(out.lower, *alt);
   }
+  // Where the dominant direction certifies no lower bound at all, the other direction's
+  // (also a lower bound on the maximum, (5)) is tried: the two upper bounds can be close
+  // (q = 1e-4, sigma = 1, T = 1e7, delta = 1e-15), and the other's lower bound may hold.
+  if (!(out.lower > 0) && !prepared->symmetric) {
+    const Direction other =
+        dominant == Direction::kRemove ? Direction::kAdd : Direction::kRemove;
+    auto other_comps = BuildDirection(&*prepared, other);
+    if (other_comps.ok()) {
+      auto other_lower = DirectionBound(**other_comps, false, prepared->h, target_is_eps,
+                                        target, tol, out.upper, &fft, &out.points);
+      if (other_lower.ok()) out.lower = std::max(out.lower, *other_lower);
+    }
+  }
   return out;
 }
 

@@ -37,6 +37,16 @@ TEST(PldSupportTest, TinySamplingRateTinyDeltaIsFiniteAndBelowRdp) {
   EXPECT_LE(bounds->epsilon_upper, 5.43);
 }
 
+// q 1e-4, sigma 1, T 1e7, delta 1e-15: both directions' upper bounds are close (3.2469 and
+// 3.2488); when the support rule made the add direction the larger one, its lower bound was
+// 0 and so was the reported one. The other direction's lower bound is used then (3.2257).
+TEST(PldSupportTest, LowerBoundSurvivesAChangeOfDominantDirection) {
+  auto bounds = PldEpsilon(DpSgd(1e-4, 1.0, 10000000), 1e-15);
+  ASSERT_TRUE(bounds.ok()) << bounds.error();
+  EXPECT_LE(bounds->epsilon_lower, bounds->epsilon_upper);
+  EXPECT_GE(bounds->epsilon_lower, 0.99 * bounds->epsilon_upper);
+}
+
 // More noise never costs privacy; the upper bounds (q 1e-4, T 10, delta 1e-15) were 6.96e-5
 // at sigma 30 and 8.21e-5 at sigma 100 (now 6.89e-5 and 5.26e-5), and 7.33e-5 at sigma 200
 // (now 3.25e-5).
