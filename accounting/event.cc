@@ -30,6 +30,9 @@ struct Event::Node {
   std::vector<Event> children;
 };
 
+// A JSON text can hold any event FromJson accepts (json_parse.h): two levels per node.
+static_assert(internal::kMaxJsonDepth >= 2 * kMaxEventDepth + 1);
+
 namespace {
 
 Error RangeError(const char* name, const char* range, double value) {
@@ -273,7 +276,8 @@ Result<void> CheckFields(const json& object, const std::string& type,
   }
   for (const auto& item : object.items()) {
     if (item.key() != "type" && fields.count(item.key()) == 0) {
-      return Error{"event of type \"" + type + "\" has unknown field \"" + item.key() + "\""};
+      return Error{"event of type \"" + type + "\" has unknown field " +
+                   internal::QuoteForMessage(item.key())};
     }
   }
   return OkResult();
@@ -399,8 +403,8 @@ Result<Event> Event::FromJsonAtDepth(const json& in, int depth) {
     }
     return Composed(std::move(children));
   }
-  return Error{"unknown event type \"" + type +
-               "\" (expected gaussian, laplace, discrete_gaussian, pure_dp, bounded_range, approx_dp, "
+  return Error{"unknown event type " + internal::QuoteForMessage(type) +
+               " (expected gaussian, laplace, discrete_gaussian, pure_dp, bounded_range, approx_dp, "
                "poisson_sampled, sampled_without_replacement, self_composed or composed)"};
 }
 
@@ -409,6 +413,73 @@ Result<Event> Event::FromJsonString(std::string_view text) {
   if (!parsed.ok()) return Error{"event is not valid JSON: " + parsed.error()};
   return FromJson(*parsed);
 }
+
+namespace {
+
+// "<kind> <field> must be ...": one parameter outside the ranges of CheckFileRanges.
+Error FileRangeError(const Event& event, const char* field, const std::string& range,
+                     const std::string& value) {
+  return Error{std::string(EventKindName(event.kind())) + " " + field + " must be " + range +
+               " in a ledger or event file, got " + value};
+}
+
+Result<void> CheckFileRangesBelow(const Event& event, int64_t repetitions) {
+  switch (event.kind()) {
+    case EventKind::kGaussian:
+      if (!(event.noise_multiplier() >= kMinFileNoiseMultiplier)) {
+        return FileRangeError(event, "noise_multiplier",
+                              ">= " + FormatDouble(kMinFileNoiseMultiplier),
+                              FormatDouble(event.noise_multiplier()));
+      }
+      return OkResult();
+    case EventKind::kLaplace:
+      if (!(event.scale() >= kMinFileLaplaceScale)) {
+        return FileRangeError(event, "scale", ">= " + FormatDouble(kMinFileLaplaceScale),
+                              FormatDouble(event.scale()));
+      }
+      return OkResult();
+    case EventKind::kDiscreteGaussian:
+      // sigma / sensitivity plays the part of the Gaussian's noise multiplier.
+      if (!(event.sigma() / static_cast<double>(event.sensitivity()) >=
+            kMinFileNoiseMultiplier)) {
+        return FileRangeError(event, "sigma / sensitivity",
+                              ">= " + FormatDouble(kMinFileNoiseMultiplier),
+                              FormatDouble(event.sigma()) + " / " +
+                                  std::to_string(event.sensitivity()));
+      }
+      return OkResult();
+    case EventKind::kPureDp:
+    case EventKind::kBoundedRange:
+    case EventKind::kApproxDp:
+      if (!(event.epsilon() <= kMaxFileEpsilon)) {
+        return FileRangeError(event, "epsilon", "in [0, " + FormatDouble(kMaxFileEpsilon) + "]",
+                              FormatDouble(event.epsilon()));
+      }
+      return OkResult();
+    case EventKind::kSelfComposed:
+      if (event.count() > kMaxFileRepetitions / repetitions) {
+        return FileRangeError(
+            event, "count",
+            "in [1, " + std::to_string(kMaxFileRepetitions / repetitions) +
+                "] (nested self_composed counts multiply to at most " +
+                std::to_string(kMaxFileRepetitions) + ")",
+            std::to_string(event.count()));
+      }
+      return CheckFileRangesBelow(event.inner(), repetitions * event.count());
+    case EventKind::kPoissonSampled:
+    case EventKind::kSampledWithoutReplacement:
+    case EventKind::kComposed:
+      for (const Event& child : event.children()) {
+        DPKIT_RETURN_IF_ERROR(CheckFileRangesBelow(child, repetitions));
+      }
+      return OkResult();
+  }
+  return OkResult();
+}
+
+}  // namespace
+
+Result<void> CheckFileRanges(const Event& event) { return CheckFileRangesBelow(event, 1); }
 
 Result<Event> DpSgdEvent(double sampling_rate, double noise_multiplier, int64_t steps) {
   Result<Event> gaussian = Event::Gaussian(noise_multiplier);

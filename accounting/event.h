@@ -24,7 +24,9 @@
 //   {"type":"composed","events":[{...},{...}]}
 // Doubles are written in their shortest round-trip form, so FromJson(ToJson(e)) == e
 // bit for bit. FromJson rejects unknown types, unknown or missing fields, wrong JSON
-// types, values outside the factories' ranges and trees deeper than kMaxEventDepth.
+// types, values outside the factories' ranges and trees deeper than kMaxEventDepth, with
+// one-line messages that echo at most 80 characters of a value. Readers of files also
+// apply CheckFileRanges (below).
 #ifndef DPKIT_ACCOUNTING_EVENT_H_
 #define DPKIT_ACCOUNTING_EVENT_H_
 
@@ -132,6 +134,29 @@ class Event {
 
   std::shared_ptr<const Node> node_;
 };
+
+// Ranges of events read from files (ledgers, event files). The factories and FromJson
+// accept every value that defines a mechanism (calibration searches, and PLD's internal
+// round trip through JSON, need extreme ones); an event read from a file must also pass
+// CheckFileRanges, outside whose ranges an accountant overflows, fails to converge or runs
+// for minutes (issue 21: a discrete Gaussian of sigma 0.001 at sensitivity 2^40 kept PLD
+// busy for over 5 minutes, a Poisson-sampled Gaussian of noise multiplier 1e-308 over a
+// minute; a self-composition count of 2^62 or a pure-DP epsilon of 1e308 made RDP fail).
+// Within them one component's epsilon stays below about 10^4, where PLD's loss grid ends
+// (accounting/README.md, "Ranges of events read from files").
+//   gaussian noise_multiplier; discrete_gaussian sigma / sensitivity   >= 0.01
+inline constexpr double kMinFileNoiseMultiplier = 0.01;
+//   laplace scale                                                       >= 1e-4
+inline constexpr double kMinFileLaplaceScale = 1e-4;
+//   pure_dp, bounded_range, approx_dp epsilon                           <= 1e4
+inline constexpr double kMaxFileEpsilon = 1e4;
+//   product of the self_composed counts on any path from the root      <= 1e9
+inline constexpr int64_t kMaxFileRepetitions = 1000000000;
+
+// OK when every parameter of `event` lies in the ranges above; else a one-line error
+// naming the kind, the field and the range: "gaussian noise_multiplier must be >= 0.01 in
+// a ledger or event file, got 1e-308".
+Result<void> CheckFileRanges(const Event& event);
 
 // DP-SGD with Poisson sampling: SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps).
 Result<Event> DpSgdEvent(double sampling_rate, double noise_multiplier, int64_t steps);

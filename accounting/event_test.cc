@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -416,6 +417,71 @@ TEST(EventJsonTest, RejectsTreesDeeperThanTheLimit) {
   Result<Event> e = Event::FromJsonString(text);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().find("nesting must be at most 256"), std::string::npos);
+}
+
+TEST(EventJsonTest, DeepNestingAndLongValuesGiveShortOneLineErrors) {
+  // 70,000 nested brackets overflowed the stack while the message was formatted; a 1 MB
+  // type string or field name was echoed whole.
+  const std::string big(1000000, 'x');
+  const std::string texts[] = {
+      std::string(70000, '[') + std::string(70000, ']'),
+      R"({"type":"event","event":)" + std::string(70000, '[') + std::string(70000, ']') + "}",
+      R"({"type":")" + big + R"("})",
+      R"({"type":"pure_dp","epsilon":1,")" + big + R"(":1})",
+      R"({"type":"pure_dp","epsilon":1,"a\nb":1})",
+      R"({"type":"gaussian","noise_multiplier":")" + big + R"("})",
+      "\"" + big,
+  };
+  for (const std::string& text : texts) {
+    Result<Event> e = Event::FromJsonString(text);
+    ASSERT_FALSE(e.ok()) << text.substr(0, 100);
+    EXPECT_LE(e.error().size(), 300u) << e.error().substr(0, 400);
+    EXPECT_EQ(e.error().find('\n'), std::string::npos) << e.error();
+  }
+}
+
+TEST(EventTest, CheckFileRangesRefusesWhatTheAccountantsCannotAnswerQuickly) {
+  // Each of these kept an accountant busy for minutes or made it fail (issue 21).
+  struct Case {
+    Event event;
+    std::string message;
+  };
+  const Event one = Gauss(1);
+  const std::vector<Case> cases = {
+      {Event::DiscreteGaussian(0.001, kMaxDiscreteSensitivity).value(),
+       "discrete_gaussian sigma / sensitivity must be >= 0.01 in a ledger or event file, got "
+       "0.001 / 1099511627776"},
+      {Event::PoissonSampled(0.01, Gauss(1e-308)).value(),
+       "gaussian noise_multiplier must be >= 0.01 in a ledger or event file, got 1e-308"},
+      {Event::Laplace(1e-300).value(),
+       "laplace scale must be >= 0.0001 in a ledger or event file, got 1e-300"},
+      {Event::PureDp(1e308).value(),
+       "pure_dp epsilon must be in [0, 10000] in a ledger or event file, got 1e+308"},
+      {Event::BoundedRange(1e5).value(), "bounded_range epsilon must be in [0, 10000]"},
+      {Event::ApproxDp(1e5, 0).value(), "approx_dp epsilon must be in [0, 10000]"},
+      {Event::SelfComposed(one, int64_t{1} << 62).value(),
+       "self_composed count must be in [1, 1000000000]"},
+      // Nested counts multiply: 10^5 under 10^5 is 10^10 repetitions.
+      {Event::SelfComposed(Event::SelfComposed(one, 100000).value(), 100000).value(),
+       "self_composed count must be in [1, 10000]"},
+      {Event::Composed({one, Event::SelfComposed(one, kMaxFileRepetitions + 1).value()})
+           .value(),
+       "self_composed count must be in [1, 1000000000]"},
+  };
+  for (const Case& c : cases) {
+    Result<void> checked = CheckFileRanges(c.event);
+    ASSERT_FALSE(checked.ok()) << c.event.ToJsonString();
+    EXPECT_NE(checked.error().find(c.message), std::string::npos) << checked.error();
+  }
+  // At the limits they are accepted.
+  for (const Event& e :
+       {Gauss(kMinFileNoiseMultiplier), Event::Laplace(kMinFileLaplaceScale).value(),
+        Event::DiscreteGaussian(0.01 * 1024, 1024).value(),
+        Event::PureDp(kMaxFileEpsilon).value(),
+        Event::SelfComposed(Event::SelfComposed(one, 1000).value(), 1000000).value(),
+        DpSgdEvent(0.0042666, 1.3, 14063).value()}) {
+    EXPECT_TRUE(CheckFileRanges(e).ok()) << e.ToJsonString() << ": " << CheckFileRanges(e).error();
+  }
 }
 
 }  // namespace

@@ -237,6 +237,28 @@ Result<double> GdpMu(double epsilon, double delta) {
   return mu;
 }
 
+Result<double> AnalyticGaussianStddev(double epsilon, double delta, double l2_sensitivity) {
+  if (!(std::isfinite(epsilon) && epsilon > 0)) {
+    return Error{"epsilon must be finite and > 0, got " + internal::FormatDouble(epsilon)};
+  }
+  if (!(std::isfinite(l2_sensitivity) && l2_sensitivity > 0)) {
+    return Error{"l2_sensitivity must be finite and > 0, got " +
+                 internal::FormatDouble(l2_sensitivity)};
+  }
+  // Balle & Wang 2018, Thm. 8 == Bu et al. 2020, eq. (3.2) with mu = Delta/sigma.
+  Result<double> mu = GdpMu(epsilon, delta);
+  if (!mu.ok()) return mu;
+  if (!(*mu > 0)) {
+    return Error{"no Gaussian noise level reaches epsilon " + internal::FormatDouble(epsilon) +
+                 " at delta " + internal::FormatDouble(delta)};
+  }
+  const double sigma = l2_sensitivity / *mu;
+  if (!std::isfinite(sigma)) {
+    return Error{"the Gaussian stddev overflows a double (l2_sensitivity too large)"};
+  }
+  return sigma;
+}
+
 Result<double> CltMu(double sampling_rate, double noise_multiplier, int64_t steps) {
   if (!(sampling_rate > 0 && sampling_rate <= 1)) {
     return RangeError("sampling_rate", "in (0, 1]", sampling_rate);

@@ -56,6 +56,14 @@ Result<double> GdpEpsilon(double mu, double delta);
 // eps finite >= 0, delta in (0, 1).
 Result<double> GdpMu(double epsilon, double delta);
 
+// Analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8 and Alg. 1): the smallest noise
+// standard deviation sigma with Phi(Delta/(2 sigma) - eps sigma/Delta) -
+// e^eps Phi(-Delta/(2 sigma) - eps sigma/Delta) <= delta. That condition is eq. (3.2) of
+// Bu et al. 2020 at mu = Delta/sigma, so sigma = Delta / GdpMu(eps, delta). epsilon finite
+// > 0, delta in (0, 1), l2_sensitivity finite > 0. (The mechanism that adds this noise is
+// in mechanisms/; its calibration is accounting.)
+Result<double> AnalyticGaussianStddev(double epsilon, double delta, double l2_sensitivity);
+
 // CLT approximation of NoisySGD / NoisyAdam with Poisson sampling rate p,
 // noise multiplier sigma and T steps: mu_CLT = p sqrt(T (e^{1/sigma^2} - 1))
 // (Bu et al. 2020, eq. 3.1). APPROXIMATE, not an upper bound. Errors when

@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <istream>
+#include <iostream>
+#include <iterator>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -20,9 +23,29 @@ namespace {
 
 using internal::DumpForMessage;
 using internal::FormatDouble;
+using internal::QuoteForMessage;
 using nlohmann::json;
 
 std::string ErrnoText() { return std::strerror(errno); }
+
+// A file name for a one-line error message: as it is when it is printable and not absurdly
+// long, else as a JSON string (control characters escaped: a name with a newline gave a
+// two-line message) of which the last 120 characters are kept (the file's own name is at
+// the end).
+std::string PathForMessage(std::string_view path) {
+  constexpr size_t kMaxPlainPath = 1024, kMaxQuotedPath = 120;
+  const bool plain = path.size() <= kMaxPlainPath &&
+                     std::all_of(path.begin(), path.end(), [](char c) {
+                       return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+                     });
+  if (plain) return std::string(path);
+  std::string quoted =
+      json(std::string(path)).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (quoted.size() > kMaxQuotedPath) {
+    quoted = "\"..." + quoted.substr(quoted.size() - kMaxQuotedPath + 4);
+  }
+  return quoted;
+}
 
 Result<void> ValidateQuery(const SumQueryRecord& query) {
   if (!std::isfinite(query.clip_norm) || !(query.clip_norm > 0)) {
@@ -43,6 +66,22 @@ Result<void> ValidateSampling(const SamplingRecord& record) {
   return OkResult();
 }
 
+// ValidateSampling, and the Gaussian that the queries amount to within the range of
+// Gaussian events read from files (event.h): a clip_norm of 1e308 or a noise_stddev of
+// 1e-308 kept PLD busy for over a minute.
+Result<void> ValidateSamplingForFile(const SamplingRecord& record) {
+  DPKIT_RETURN_IF_ERROR(ValidateSampling(record));
+  if (record.queries.empty()) return OkResult();
+  Result<double> z = CollapsedNoiseMultiplier(record.queries);
+  if (!z.ok()) return Error{z.error()};
+  if (!(*z >= kMinFileNoiseMultiplier)) {
+    return Error{"the collapsed noise multiplier (sum over queries of (clip_norm / "
+                 "noise_stddev)^2)^(-1/2) must be >= " +
+                 FormatDouble(kMinFileNoiseMultiplier) + " in a ledger, got " + FormatDouble(*z)};
+  }
+  return OkResult();
+}
+
 Result<void> CheckFields(const json& object, const char* what,
                          const std::set<std::string>& fields) {
   for (const std::string& field : fields) {
@@ -52,7 +91,7 @@ Result<void> CheckFields(const json& object, const char* what,
   }
   for (const auto& item : object.items()) {
     if (fields.count(item.key()) == 0) {
-      return Error{std::string(what) + " has unknown field \"" + item.key() + "\""};
+      return Error{std::string(what) + " has unknown field " + QuoteForMessage(item.key())};
     }
   }
   return OkResult();
@@ -116,10 +155,12 @@ Result<LedgerEntry> LedgerEntryFromJson(const json& in) {
     DPKIT_RETURN_IF_ERROR(CheckFields(in, "event entry", {"type", "event"}));
     Result<Event> event = Event::FromJson(in.at("event"));
     if (!event.ok()) return Error{event.error()};
+    DPKIT_RETURN_IF_ERROR(CheckFileRanges(*event));
     return LedgerEntry{std::move(event).value()};
   }
   if (type != "sample") {
-    return Error{"unknown ledger entry type \"" + type + "\" (expected \"sample\" or \"event\")"};
+    return Error{"unknown ledger entry type " + QuoteForMessage(type) +
+                 " (expected \"sample\" or \"event\")"};
   }
   DPKIT_RETURN_IF_ERROR(
       CheckFields(in, "sample entry", {"type", "step", "sampling_rate", "queries"}));
@@ -150,17 +191,21 @@ Result<LedgerEntry> LedgerEntryFromJson(const json& in) {
     if (!stddev.ok()) return Error{stddev.error()};
     record.queries.push_back(SumQueryRecord{*clip, *stddev});
   }
-  DPKIT_RETURN_IF_ERROR(ValidateSampling(record));
+  DPKIT_RETURN_IF_ERROR(ValidateSamplingForFile(record));
   return LedgerEntry{std::move(record)};
 }
 
 Result<LedgerWriter> LedgerWriter::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{"cannot open ledger " + path + ": " + ErrnoText()};
+  if (fd < 0) return Error{"cannot open ledger " + PathForMessage(path) + ": " + ErrnoText()};
   LedgerWriter writer(fd, path);  // closes fd on every return below
   struct stat info;
-  if (::fstat(fd, &info) != 0) return Error{"cannot stat ledger " + path + ": " + ErrnoText()};
-  if (!S_ISREG(info.st_mode)) return Error{"ledger " + path + " is not a regular file"};
+  if (::fstat(fd, &info) != 0) {
+    return Error{"cannot stat ledger " + PathForMessage(path) + ": " + ErrnoText()};
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return Error{"ledger " + PathForMessage(path) + " is not a regular file"};
+  }
   // Cut an unterminated last line (a write interrupted by a crash): find the last '\n'.
   off_t end = info.st_size;
   off_t keep = 0;
@@ -169,7 +214,7 @@ Result<LedgerWriter> LedgerWriter::Open(const std::string& path) {
   while (end > 0 && !found) {
     const off_t start = std::max<off_t>(0, end - static_cast<off_t>(sizeof(buffer)));
     const ssize_t n = ::pread(fd, buffer, static_cast<size_t>(end - start), start);
-    if (n != end - start) return Error{"cannot read ledger " + path + ": " + ErrnoText()};
+    if (n != end - start) return Error{"cannot read ledger " + PathForMessage(path) + ": " + ErrnoText()};
     for (ssize_t i = n - 1; i >= 0; --i) {
       if (buffer[i] == '\n') {
         keep = start + i + 1;
@@ -181,7 +226,7 @@ Result<LedgerWriter> LedgerWriter::Open(const std::string& path) {
   }
   if (keep != info.st_size) {
     if (::ftruncate(fd, keep) != 0 || ::fsync(fd) != 0) {
-      return Error{"cannot repair the unterminated last line of ledger " + path + ": " +
+      return Error{"cannot repair the unterminated last line of ledger " + PathForMessage(path) + ": " +
                    ErrnoText()};
     }
   }
@@ -213,54 +258,38 @@ Result<void> LedgerWriter::AppendLine(const std::string& line) {
     const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Error{"cannot write ledger " + path_ + ": " + ErrnoText()};
+      return Error{"cannot write ledger " + PathForMessage(path_) + ": " + ErrnoText()};
     }
     written += static_cast<size_t>(n);
   }
-  if (::fsync(fd_) != 0) return Error{"cannot fsync ledger " + path_ + ": " + ErrnoText()};
+  if (::fsync(fd_) != 0) return Error{"cannot fsync ledger " + PathForMessage(path_) + ": " + ErrnoText()};
   return OkResult();
 }
 
 Result<void> LedgerWriter::Append(const SamplingRecord& record) {
-  DPKIT_RETURN_IF_ERROR(ValidateSampling(record));
+  DPKIT_RETURN_IF_ERROR(ValidateSamplingForFile(record));
   return AppendLine(LedgerEntryToJson(LedgerEntry{record}).dump() + "\n");
 }
 
 Result<void> LedgerWriter::Append(const Event& event) {
-  return AppendLine(LedgerEntryToJson(LedgerEntry{event}).dump() + "\n");
+  // As ReadLedger would: an event outside the JSON ranges (event.h) is refused, so that a
+  // ledger that was written can always be read.
+  const json entry = LedgerEntryToJson(LedgerEntry{event});
+  if (Result<LedgerEntry> back = LedgerEntryFromJson(entry); !back.ok()) {
+    return Error{back.error()};
+  }
+  return AppendLine(entry.dump() + "\n");
 }
 
-Result<std::vector<LedgerEntry>> ReadLedger(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{"cannot open ledger " + path + ": " + ErrnoText()};
-  struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return Error{"ledger " + path + " is not a regular file"};
-  }
-  std::string text;
-  char buffer[65536];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string message = ErrnoText();
-      ::close(fd);
-      return Error{"cannot read ledger " + path + ": " + message};
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-
+Result<std::vector<LedgerEntry>> ParseLedger(std::string_view text, std::string_view name) {
   std::vector<LedgerEntry> entries;
   size_t begin = 0;
   int64_t line_number = 0;
   while (begin < text.size()) {
     ++line_number;
     const size_t newline = text.find('\n', begin);
-    const bool terminated = newline != std::string::npos;
-    std::string_view line(text.data() + begin, (terminated ? newline : text.size()) - begin);
+    const bool terminated = newline != std::string_view::npos;
+    std::string_view line = text.substr(begin, (terminated ? newline : text.size()) - begin);
     begin = terminated ? newline + 1 : text.size();
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
@@ -277,11 +306,48 @@ Result<std::vector<LedgerEntry>> ReadLedger(const std::string& path) {
     if (!entry.ok()) {
       // An unterminated last line that is not a valid entry is a write cut by a crash.
       if (!terminated) break;
-      return Error{path + " line " + std::to_string(line_number) + ": " + entry.error()};
+      return Error{PathForMessage(name) + " line " + std::to_string(line_number) + ": " +
+                   entry.error()};
     }
     entries.push_back(std::move(entry).value());
   }
   return entries;
+}
+
+Result<std::vector<LedgerEntry>> ReadLedger(std::istream& in, std::string_view name) {
+  std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  if (in.bad()) return Error{"cannot read ledger " + PathForMessage(name)};
+  return ParseLedger(text, name);
+}
+
+Result<std::vector<LedgerEntry>> ReadLedger(const std::string& path) {
+  if (path == "-") return ReadLedger(std::cin, "standard input");
+  // O_NONBLOCK: opening a FIFO for reading blocks until a writer appears, forever if none
+  // does; with it open() returns at once and the check below refuses the FIFO. Reads of a
+  // regular file are not affected by the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Error{"cannot open ledger " + PathForMessage(path) + ": " + ErrnoText()};
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return Error{"ledger " + PathForMessage(path) +
+                 " is not a regular file (give - to read standard input)"};
+  }
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string message = ErrnoText();
+      ::close(fd);
+      return Error{"cannot read ledger " + PathForMessage(path) + ": " + message};
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return ParseLedger(text, path);
 }
 
 Result<Event> LedgerToEvent(const std::vector<LedgerEntry>& entries) {

@@ -21,7 +21,9 @@
 #define DPKIT_ACCOUNTING_LEDGER_H_
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -47,7 +49,8 @@ struct SamplingRecord {
 
 // The sum queries of one sample together are one Gaussian mechanism with noise multiplier
 // z = (Σ_i (C_i/s_i)²)^{−1/2} (McMahan et al. 2018, eq. 1). Errors: empty list, or a
-// clip_norm / noise_stddev that is not finite and > 0.
+// clip_norm / noise_stddev that is not finite and > 0. (A sample entry read from JSON or
+// appended to a ledger must also have z >= kMinJsonNoiseMultiplier, event.h.)
 Result<double> CollapsedNoiseMultiplier(const std::vector<SumQueryRecord>& queries);
 
 struct LedgerEntry {
@@ -67,7 +70,8 @@ class LedgerWriter {
   LedgerWriter& operator=(const LedgerWriter&) = delete;
   ~LedgerWriter();
 
-  // Validates the record (as ReadLedger would), then writes one line and fsyncs.
+  // Validates the record or event (as ReadLedger would, JSON ranges included), then
+  // writes one line and fsyncs.
   Result<void> Append(const SamplingRecord& record);
   Result<void> Append(const Event& event);
 
@@ -83,9 +87,19 @@ class LedgerWriter {
 nlohmann::json LedgerEntryToJson(const LedgerEntry& entry);
 Result<LedgerEntry> LedgerEntryFromJson(const nlohmann::json& json);
 
-// Reads a ledger file. Empty lines are skipped. Errors name the file and the 1-based line
-// number: "ledger.jsonl line 3: unknown ledger entry type \"sampel\"".
+// Reads a ledger file; the path "-" reads standard input. Empty lines are skipped. Errors
+// are one line, name the file and the 1-based line number ("ledger.jsonl line 3: unknown
+// ledger entry type \"sampel\" ..."), and echo at most about 80 characters of a bad
+// value; a file name with control characters or over 200 characters is quoted and cut.
+// Anything but a regular file is refused at once (a FIFO is never waited on: give "-"
+// and redirect it). Entries must lie in the ranges of events read from JSON (event.h,
+// kMinJsonNoiseMultiplier ...; for a sample entry, its collapsed noise multiplier), so
+// that every accountant answers within seconds.
 Result<std::vector<LedgerEntry>> ReadLedger(const std::string& path);
+
+// The same from a stream (`name` for messages) or from the ledger's text.
+Result<std::vector<LedgerEntry>> ReadLedger(std::istream& in, std::string_view name);
+Result<std::vector<LedgerEntry>> ParseLedger(std::string_view text, std::string_view name);
 
 // The event tree of a ledger, in order: each maximal run of k consecutive sampling
 // records with the same sampling rate and the same collapsed noise multiplier z becomes

@@ -1,8 +1,13 @@
 #include "accounting/ledger.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -249,6 +254,107 @@ TEST(LedgerTest, LedgerToEventOfNothingIsAnError) {
   EXPECT_NE(LedgerToEvent({LedgerEntry{Sample(0, 2.0, {{1, 1}})}}).error().find(
                 "ledger entry 1: sampling_rate must be in (0, 1]"),
             std::string::npos);
+}
+
+TEST(LedgerTest, DeeplyNestedLineIsAOneLineErrorNotACrash) {
+  // 70,000 nested brackets overflowed the stack while the error message was formatted.
+  const std::string path = TempPath("deep.jsonl");
+  WriteFile(path, kSample + "\n" + std::string(70000, '[') + std::string(70000, ']') + "\n");
+  Result<std::vector<LedgerEntry>> entries = ReadLedger(path);
+  ASSERT_FALSE(entries.ok());
+  EXPECT_NE(entries.error().find("deep.jsonl line 2: JSON nesting deeper than 513 levels"),
+            std::string::npos)
+      << entries.error();
+}
+
+TEST(LedgerTest, ErrorsEchoAtMostEightyCharactersOfABadValue) {
+  // A 1 MB value (type string, field name, unterminated string) was echoed whole, and a
+  // newline in a field name split the message.
+  const std::string big(1000000, 'x');
+  const std::vector<std::string> lines = {
+      R"({"type":")" + big + R"("})",
+      R"({"type":"sample","step":0,"sampling_rate":0.1,"queries":[],")" + big + R"(":1})",
+      R"({"type":"sample","step":0,"sampling_rate":0.1,"queries":[],"a\nb":1})",
+      R"({"type":"event","event":{"type":")" + big + R"("}})",
+      R"({"type":"event","event":{"type":"pure_dp","epsilon":1,")" + big + R"(":1}})",
+      R"({"type":"sample","step":")" + big + R"(","sampling_rate":0.1,"queries":[]})",
+      "\"" + big,
+      "[" + big,
+  };
+  for (const std::string& line : lines) {
+    Result<std::vector<LedgerEntry>> entries = ParseLedger(line + "\n", "long.jsonl");
+    ASSERT_FALSE(entries.ok()) << line.substr(0, 100);
+    EXPECT_LE(entries.error().size(), 300u) << entries.error().substr(0, 400);
+    EXPECT_EQ(entries.error().find('\n'), std::string::npos) << entries.error();
+  }
+}
+
+TEST(LedgerTest, FileNameWithANewlineGivesAOneLineError) {
+  const std::string path = TempPath("two\nlines.jsonl");
+  WriteFile(path, "{oops}\n");
+  Result<std::vector<LedgerEntry>> entries = ReadLedger(path);
+  ASSERT_FALSE(entries.ok());
+  EXPECT_EQ(entries.error().find('\n'), std::string::npos) << entries.error();
+  EXPECT_NE(entries.error().find("two\\nlines.jsonl"), std::string::npos) << entries.error();
+  EXPECT_EQ(ReadLedger(TempPath("absent\nfile")).error().find('\n'), std::string::npos);
+}
+
+TEST(LedgerTest, FifoIsRefusedAtOnceInsteadOfWaitingForAWriter) {
+  // open() of a FIFO for reading blocked until a writer appeared: forever.
+  const std::string path = TempPath("ledger.fifo");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<LedgerEntry>> entries = ReadLedger(path);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(entries.ok());
+  EXPECT_NE(entries.error().find("is not a regular file (give - to read standard input)"),
+            std::string::npos)
+      << entries.error();
+  ::unlink(path.c_str());
+}
+
+TEST(LedgerTest, StreamsAreReadLikeFiles) {
+  std::istringstream in(kSample + "\n" + kSample + "\n{cut");
+  Result<std::vector<LedgerEntry>> entries = ReadLedger(in, "standard input");
+  ASSERT_TRUE(entries.ok()) << entries.error();
+  EXPECT_EQ(entries->size(), 2u);
+  std::istringstream bad(kSample + "\n{oops}\n");
+  EXPECT_EQ(ReadLedger(bad, "standard input").error().rfind("standard input line 2: ", 0), 0u);
+}
+
+TEST(LedgerTest, EntriesOutsideTheAccountantsRangesAreRefusedAtParseTime) {
+  // Each of these made an accountant run for minutes or fail after parsing (issue 21).
+  const std::vector<MalformedCase> cases = {
+      {R"({"type":"event","event":{"type":"discrete_gaussian","sigma":0.001,"sensitivity":1099511627776}})",
+       "discrete_gaussian sigma / sensitivity must be >= 0.01 in a ledger or event file, got "
+       "0.001 / 1099511627776"},
+      {R"({"type":"sample","step":0,"sampling_rate":0.1,"queries":[{"clip_norm":1e308,"noise_stddev":1}]})",
+       "collapsed noise multiplier (sum over queries of (clip_norm / noise_stddev)^2)^(-1/2) "
+       "must be >= 0.01 in a ledger, got 1e-308"},
+      {R"({"type":"sample","step":0,"sampling_rate":0.1,"queries":[{"clip_norm":1,"noise_stddev":1e-308}]})",
+       "must be >= 0.01 in a ledger, got 1e-308"},
+      {R"({"type":"event","event":{"type":"self_composed","count":4611686018427387904,"event":{"type":"gaussian","noise_multiplier":1}}})",
+       "self_composed count must be in [1, 1000000000] (nested self_composed counts multiply "
+       "to at most 1000000000) in a ledger or event file, got 4611686018427387904"},
+      {R"({"type":"event","event":{"type":"pure_dp","epsilon":1e308}})",
+       "pure_dp epsilon must be in [0, 10000] in a ledger or event file, got 1e+308"},
+  };
+  const std::string path = TempPath("ranges.jsonl");
+  for (const MalformedCase& c : cases) {
+    WriteFile(path, kSample + "\n" + c.line + "\n");
+    Result<std::vector<LedgerEntry>> entries = ReadLedger(path);
+    ASSERT_FALSE(entries.ok()) << c.line;
+    EXPECT_NE(entries.error().find("ranges.jsonl line 2: "), std::string::npos)
+        << entries.error();
+    EXPECT_NE(entries.error().find(c.expected_substring), std::string::npos)
+        << c.line << " -> " << entries.error();
+  }
+  // The writer refuses what the reader would refuse, so a written ledger always reads.
+  Result<LedgerWriter> writer = LedgerWriter::Open(TempPath("ranges_written.jsonl"));
+  ASSERT_TRUE(writer.ok());
+  EXPECT_FALSE(writer->Append(Sample(0, 0.1, {{1, 1e-3}})).ok());
+  EXPECT_FALSE(writer->Append(Event::PureDp(1e5).value()).ok());
+  EXPECT_TRUE(writer->Append(Event::PureDp(1e4).value()).ok());
 }
 
 }  // namespace

@@ -15,13 +15,14 @@
 //    the same error bounds. It is a proven lower bound on the exact value.
 // Both are reported so that the user sees how tight the certified value is.
 //
-// Discretisation (per component, in pld.cc): "connect the dots" (Doroshenko, Ghazi,
-// Kamath, Kumar, Manurangsi 2022) for the pessimistic PLD; for the optimistic PLD a
-// mass-preserving chain (each cell merged into one atom, atoms split between neighbouring
-// grid points without ever lifting the delta-curve) joined to a tangent-corrected
-// connect-the-dots PMF in the tail. Composition: fast Fourier transform (Eigen's
-// FFT module) of exponentially tilted PMFs, raised to the repetition count in the
-// frequency domain. See pld.cc for the proofs.
+// Discretisation (per component, see accounting/internal/pld_cells.cc): "connect the dots"
+// (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022) for the pessimistic PLD; for the
+// optimistic PLD a mass-preserving chain (each cell merged into one atom, atoms split
+// between neighbouring grid points without ever lifting the delta-curve) joined to a
+// tangent-corrected connect-the-dots PMF in the tail. Composition: fast Fourier transform
+// (Eigen's FFT module) of exponentially tilted PMFs, raised to the repetition count in the
+// frequency domain. The proofs are beside the code in accounting/internal/ (the layout is
+// in accounting/README.md).
 //
 // Adjacency: add/remove. Both directions (the dataset gains or loses the record) are
 // bounded and the maximum is reported (Zhu, Dong, Wang 2022, Sec. 5); the lower bound
@@ -33,12 +34,11 @@
 // multiplies the rates), PureDp, ApproxDp (through their worst-case
 // randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed, and
 // PoissonSampled(q, Composed | SelfComposed) of those (not themselves sampled): the inner
-// composed PLD is subsampled as a whole (see pld.cc).
+// composed PLD is subsampled as a whole (see internal/pld_sampled_composition.cc).
 #ifndef DPKIT_ACCOUNTING_PLD_H_
 #define DPKIT_ACCOUNTING_PLD_H_
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "accounting/event.h"
@@ -81,27 +81,6 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta,
 // Bounds on delta(epsilon). epsilon finite, >= 0.
 Result<DeltaBounds> PldDelta(const Event& event, double epsilon,
                              const PldOptions& options = {});
-
-// For tests only: the decomposed lower (upper) bound on epsilon(delta) of pld.cc (7) alone
-// (the remove direction; the event must be one Gaussian or Laplace component,
-// Poisson-sampled or not, used 16 to 1e12 times), with the ordinary grid `interval`.
-Result<double> DecomposedEpsilonBoundForTesting(const Event& event, double delta,
-                                                double interval, bool upper);
-
-// For tests only: the quadrature enclosures of pld.cc (2b) alone, for the cell (a, b] of
-// the privacy loss of a Gaussian with noise multiplier sigma, Poisson-sampled at rate q
-// (q = 1: not sampled), in the remove (add = false) or add direction:
-// c = P(cell) - e^a Q(cell) lies in [c - c_err, c + c_err] and d = e^b Q(cell) - P(cell)
-// in [d - d_err, d + d_err]. An error where (2b) does not apply to the cell.
-struct CellMomentEnclosure {
-  long double c, c_err, d, d_err;
-};
-Result<CellMomentEnclosure> GaussianCellMomentsForTesting(double sigma, double q, bool add,
-                                                          long double a, long double b);
-
-// For tests only: the Gauss-Legendre rules of pld.cc (2b) (5 or 10 points; empty for
-// other counts), (node, weight) pairs on [-1, 1].
-std::vector<std::pair<long double, long double>> GaussLegendreRuleForTesting(int points);
 
 // The composed pessimistic PLD of one direction on its grid, for tradeoff curves
 // (//accounting:fdp): masses[j] is an upper bound on the P-probability of loss

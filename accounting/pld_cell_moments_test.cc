@@ -1,11 +1,12 @@
-// The quadrature enclosures of the Gaussian cell moments (pld.cc (2b)) against the
+// The quadrature enclosures of the Gaussian cell moments ((2b), pld_cell_moments) against the
 // tail-difference formula evaluated with 50 significant digits.
 #include <cmath>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
-#include "accounting/pld.h"
+#include "accounting/internal/pld_common.h"
+#include "accounting/internal/pld_testing.h"
 #include "boost/math/special_functions/erf.hpp"
 #include "boost/multiprecision/cpp_bin_float.hpp"
 #include "gtest/gtest.h"
@@ -14,6 +15,8 @@ namespace dpkit::accounting {
 namespace {
 
 using Big = boost::multiprecision::cpp_bin_float_50;
+constexpr pld_internal::Direction kRemove = pld_internal::Direction::kRemove;
+constexpr pld_internal::Direction kAdd = pld_internal::Direction::kAdd;
 
 Big PhiUpper(const Big& x) { return boost::math::erfc(x / sqrt(Big(2))) / 2; }
 
@@ -86,7 +89,7 @@ TEST(PldCellMomentsTest, EnclosuresContainTheExactMomentsAndAreTight) {
         for (double h : {1e-7, 1e-5, 1e-3, 1e-2}) {
           for (double z : {-4.0, -1.0, 0.0, 1.5, 5.0}) {
             const auto [a, b] = CellAtScore(sigma, q, add, h, z);
-            auto enc = GaussianCellMomentsForTesting(sigma, q, add, a, b);
+            auto enc = GaussianCellMomentsForTesting(sigma, q, add ? kAdd : kRemove, a, b);
             if (!enc.ok()) continue;
             ++applied;
             const auto [c_ref, d_ref] = ReferenceMoments(sigma, q, add, a, b);
@@ -132,7 +135,7 @@ TEST(PldCellMomentsTest, AppliesAcrossTheBulkOfTheTinyEpsilonCorner) {
     for (bool add : {false, true}) {
       for (double z = -6; z <= 6; z += 0.25) {
         const auto [a, b] = CellAtScore(sigma, q, add, h, z);
-        auto enc = GaussianCellMomentsForTesting(sigma, q, add, a, b);
+        auto enc = GaussianCellMomentsForTesting(sigma, q, add ? kAdd : kRemove, a, b);
         ASSERT_TRUE(enc.ok()) << enc.error() << " z " << z;
         EXPECT_LT(enc->c_err, 1e-12L * enc->c) << "z " << z << " h " << h;
         EXPECT_LT(enc->d_err, 1e-12L * enc->d) << "z " << z << " h " << h;
@@ -142,9 +145,9 @@ TEST(PldCellMomentsTest, AppliesAcrossTheBulkOfTheTinyEpsilonCorner) {
 }
 
 TEST(PldCellMomentsTest, RejectsBadArguments) {
-  EXPECT_FALSE(GaussianCellMomentsForTesting(0, 0.5, false, 0, 1e-3).ok());
-  EXPECT_FALSE(GaussianCellMomentsForTesting(1, 0, false, 0, 1e-3).ok());
-  EXPECT_FALSE(GaussianCellMomentsForTesting(1, 0.5, false, 1e-3, 0).ok());
+  EXPECT_FALSE(GaussianCellMomentsForTesting(0, 0.5, kRemove, 0, 1e-3).ok());
+  EXPECT_FALSE(GaussianCellMomentsForTesting(1, 0, kRemove, 0, 1e-3).ok());
+  EXPECT_FALSE(GaussianCellMomentsForTesting(1, 0.5, kRemove, 1e-3, 0).ok());
 }
 
 }  // namespace

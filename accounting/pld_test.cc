@@ -5,11 +5,15 @@
 #include <vector>
 
 #include "accounting/event.h"
+#include "accounting/internal/pld_common.h"
+#include "accounting/internal/pld_testing.h"
 #include "boost/math/quadrature/gauss_kronrod.hpp"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {
 namespace {
+
+using pld_internal::Bound;
 
 // 1 - Phi(x) in long double (glibc erfcl: full relative precision in the upper tail).
 long double PhiUpper(long double x) { return 0.5L * std::erfc(x / std::sqrt(2.0L)); }
@@ -402,6 +406,10 @@ TEST(PldTest, ExtremeInputsGiveAnswersOrOneLineErrors) {
   auto huge = PldEpsilon(*DpSgdEvent(0.01, 0.01, 100000000), 1e-5);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().rfind("the privacy loss grid would need ", 0), 0u) << huge.error();
+  // Typed: the driver retried coarser grids on ErrorCode::kGridLimit up to spacing 1.
+  EXPECT_EQ(huge.error_value().code, ErrorCode::kGridLimit);
+  EXPECT_GT(huge.error_value().grid_points, 0);
+  EXPECT_NE(huge.error().find("at spacing 1;"), std::string::npos) << huge.error();
   EXPECT_EQ(huge.error().find('\n'), std::string::npos);
   // sigma 0.01 with few steps: certified (if loose) bounds.
   auto tiny_noise = PldEpsilon(*DpSgdEvent(0.1, 0.01, 10), 1e-5);
@@ -525,7 +533,7 @@ TEST(PldTest, DeltaQueriesRefineTheGridToTheLimit) {
   EXPECT_LE(delta0->delta_upper - delta0->delta_lower, 0.005);
 }
 
-// T >= 262144 steps of one component are composed in two stages (pld.cc (6)): sqrt(T)
+// T >= 262144 steps of one component are composed in two stages (6): sqrt(T)
 // steps on the fine grid, re-discretised onto a coarser grid, then powered. q = 1: the
 // T-fold Gaussian is exactly mu-GDP (closed form as above), so both stages' certified
 // bounds must bracket it and stay within the targets (upper 0.1 %, lower 0.5 %).
@@ -586,7 +594,7 @@ TEST(PldTest, MillionStepsAgreeWithTheSingleStageInterval) {
 // T = 1e6): lower bounds 3.7 %, 100 %, 2.8 % and 0.45 % below the upper. Composing in two stages keeps the windows small
 // enough for the grid refinement to reach spacings where T eta is small. At q = 0.001 the
 // bulk of a step's loss sits in a few cells and the tangent PMFs still gave [5.1414,
-// 5.2268] (T = 1e4) and [48.579, 52.342] (T = 1e6); the mass-preserving chain (pld.cc
+// 5.2268] (T = 1e4) and [48.579, 52.342] (T = 1e6); the mass-preserving chain (
 // (3b)) gives [5.22677, 5.22683] and [52.3399, 52.3422]. The exact value
 // lies between the two certified bounds, so a lower bound within 0.5 % of the certified
 // upper bound is within 0.5 % of the exact value.
@@ -602,7 +610,7 @@ TEST(PldTest, SmallNoiseManyStepsLowerBoundIsTight) {
   }
 }
 
-// The decomposed bounds of pld.cc (7) (bulk on a fine grid, tail on its own grid, blocks
+// The decomposed bounds (7) of pld_decomposed (bulk on a fine grid, tail on its own grid, blocks
 // of ~sqrt(T) steps) on their own: on the right side of the closed form of the composed
 // Gaussian (q = 1) and of the ordinary certified bounds for subsampled and Laplace laws,
 // and close to them (they are meant to be tight).
@@ -614,11 +622,11 @@ TEST(PldTest, DecomposedBoundsAreCertified) {
     const Event event = *Event::SelfComposed(Gaussian(c.sigma), c.steps);
     const double exact = static_cast<double>(
         GaussianEpsilon(std::sqrt(static_cast<double>(c.steps)) / c.sigma, c.delta));
-    auto lower = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, false);
+    auto lower = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, Bound::kLower);
     ASSERT_TRUE(lower.ok()) << lower.error();
     EXPECT_LE(*lower, exact * (1 + 1e-12));
     EXPECT_GE(*lower, exact * 0.995);
-    auto upper = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, true);
+    auto upper = DecomposedEpsilonBoundForTesting(event, c.delta, c.h, Bound::kUpper);
     ASSERT_TRUE(upper.ok()) << upper.error();
     EXPECT_GE(*upper, exact * (1 - 1e-12));
     EXPECT_LE(*upper, exact * 1.001);
@@ -628,9 +636,9 @@ TEST(PldTest, DecomposedBoundsAreCertified) {
                            Sampled{0.0001, 0.5, 10000, 4e-5}}) {
     SCOPED_TRACE(testing::Message() << "q " << c.q << " sigma " << c.sigma << " T " << c.steps);
     const Event event = *DpSgdEvent(c.q, c.sigma, c.steps);
-    auto lower = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, false);
+    auto lower = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, Bound::kLower);
     ASSERT_TRUE(lower.ok()) << lower.error();
-    auto upper = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, true);
+    auto upper = DecomposedEpsilonBoundForTesting(event, 1e-5, c.h, Bound::kUpper);
     ASSERT_TRUE(upper.ok()) << upper.error();
     auto bounds = PldEpsilon(event, 1e-5);
     ASSERT_TRUE(bounds.ok()) << bounds.error();
@@ -640,7 +648,7 @@ TEST(PldTest, DecomposedBoundsAreCertified) {
     EXPECT_LE(*upper, bounds->epsilon_upper * 1.005);
   }
   auto laplace = *Event::SelfComposed(*Event::Laplace(5.0), 100);
-  auto lower = DecomposedEpsilonBoundForTesting(laplace, 1e-6, 1e-3, false);
+  auto lower = DecomposedEpsilonBoundForTesting(laplace, 1e-6, 1e-3, Bound::kLower);
   ASSERT_TRUE(lower.ok()) << lower.error();
   auto bounds = PldEpsilon(laplace, 1e-6);
   ASSERT_TRUE(bounds.ok()) << bounds.error();
@@ -667,7 +675,7 @@ TEST(PldTest, TinySamplingRateSmallNoiseLowerBoundIsTight) {
 
 // Tiny epsilon from heavily tilted laws (q = 1e-4, sigma >= 5, T = 1e6): the cell moments
 // from tail differences left gaps of 0.25-2.4 % here (their CDF allowances, divided by
-// e^h - 1, compound over 1e6 steps); with the quadrature enclosures (pld.cc (2b)) the gap
+// e^h - 1, compound over 1e6 steps); with the quadrature enclosures (2b) the gap
 // is within the 0.1 % target. Independent sanity check: Bu et al.'s CLT (mu = q sqrt(T
 // (e^{1/sigma^2} - 1)), eq. 3.3; accurate here, not certified) lies within 1 % of the
 // certified interval.

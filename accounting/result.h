@@ -10,15 +10,23 @@
 #define DPKIT_ACCOUNTING_RESULT_H_
 
 #include <cassert>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
 
 namespace dpkit::accounting {
 
-// The error half of a Result: a one-line message for the user.
+// What kind of failure an Error is, for callers that react to one kind (the message is
+// for the user). kGridLimit: the PLD accountant's privacy loss grid would exceed its
+// limits (grid_points says how many points it would need; a coarser grid may fit).
+enum class ErrorCode { kUnspecified, kGridLimit };
+
+// The error half of a Result: a one-line message for the user, and its kind.
 struct Error {
   std::string message;
+  ErrorCode code = ErrorCode::kUnspecified;
+  int64_t grid_points = 0;  // kGridLimit: the number of grid points needed
 };
 
 // Holds either a T or an Error. Invariant: exactly one of the two is present.
@@ -50,6 +58,11 @@ class [[nodiscard]] Result {
     static const std::string* const kEmpty = new std::string();
     return ok() ? *kEmpty : std::get<1>(state_).message;
   }
+  // The whole error (message and kind); an empty kUnspecified one when ok().
+  const Error& error_value() const {
+    static const Error* const kNone = new Error();
+    return ok() ? *kNone : std::get<1>(state_);
+  }
 
  private:
   std::variant<T, Error> state_;
@@ -60,12 +73,13 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error.message)), ok_(false) {}  // NOLINT
+  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT
   bool ok() const { return ok_; }
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return error_.message; }
+  const Error& error_value() const { return error_; }
 
  private:
-  std::string error_;
+  Error error_;
   bool ok_ = true;
 };
 
@@ -73,13 +87,14 @@ inline Result<void> OkResult() { return Result<void>(); }
 
 }  // namespace dpkit::accounting
 
-// Returns the error of `expr` (a Result) from the enclosing function if it failed.
-#define DPKIT_RETURN_IF_ERROR(expr)                         \
-  do {                                                      \
-    const auto& dpkit_result_ = (expr);                     \
-    if (!dpkit_result_.ok()) {                              \
-      return ::dpkit::accounting::Error{dpkit_result_.error()}; \
-    }                                                       \
+// Returns the error of `expr` (a Result) from the enclosing function if it failed (its
+// message and its kind).
+#define DPKIT_RETURN_IF_ERROR(expr)                  \
+  do {                                               \
+    const auto& dpkit_result_ = (expr);              \
+    if (!dpkit_result_.ok()) {                       \
+      return dpkit_result_.error_value();            \
+    }                                                \
   } while (false)
 
 #endif  // DPKIT_ACCOUNTING_RESULT_H_

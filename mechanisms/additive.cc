@@ -6,15 +6,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mechanisms/event_or_die.h"
 
 namespace dpkit::mechanisms {
 namespace {
-
-accounting::Event EventOrDie(accounting::Result<accounting::Event> event) {
-  // Parameters were validated by the factories, so the event factories succeed.
-  if (!event.ok()) std::abort();
-  return *std::move(event);
-}
 
 absl::Status CheckConfidence(double confidence) {
   if (!(confidence > 0 && confidence < 1)) {

@@ -6,7 +6,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "accounting/gdp.h"
 
 namespace dpkit::mechanisms {
 namespace {
@@ -61,21 +60,6 @@ absl::StatusOr<double> ClassicGaussianStddev(double epsilon, double delta,
   // Dwork & Roth 2014, Thm. A.1.
   return FiniteOrError(l2_sensitivity * std::sqrt(2.0 * std::log(1.25 / delta)) / epsilon,
                        "Gaussian stddev");
-}
-
-absl::StatusOr<double> AnalyticGaussianStddev(double epsilon, double delta,
-                                              double l2_sensitivity) {
-  DPKIT_MECH_RETURN_IF_ERROR(CheckPositive("epsilon", epsilon));
-  DPKIT_MECH_RETURN_IF_ERROR(CheckOpenUnit("delta", delta));
-  DPKIT_MECH_RETURN_IF_ERROR(CheckPositive("l2_sensitivity", l2_sensitivity));
-  // Balle & Wang 2018, Thm. 8 == Bu et al. 2020, eq. (3.2) with mu = Delta/sigma.
-  const accounting::Result<double> mu = accounting::GdpMu(epsilon, delta);
-  if (!mu.ok()) return absl::InvalidArgumentError(mu.error());
-  if (!(*mu > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no Gaussian noise level reaches epsilon ", epsilon, " at delta ", delta));
-  }
-  return FiniteOrError(l2_sensitivity / *mu, "Gaussian stddev");
 }
 
 absl::StatusOr<double> GdpGaussianStddev(double mu, double l2_sensitivity) {

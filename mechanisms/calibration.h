@@ -16,17 +16,13 @@ absl::StatusOr<double> LaplaceScaleForEpsilon(double epsilon, double l1_sensitiv
 
 // Classic Gaussian mechanism: sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon,
 // (epsilon, delta)-DP only for epsilon in (0, 1) (Dwork & Roth 2014, Thm. A.1);
-// epsilon >= 1 is an error (use AnalyticGaussianStddev). delta in (0, 1).
+// epsilon >= 1 is an error (use accounting::AnalyticGaussianStddev). delta in (0, 1).
 absl::StatusOr<double> ClassicGaussianStddev(double epsilon, double delta,
                                              double l2_sensitivity);
 
-// Analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8 and Alg. 1): the smallest
-// sigma with Phi(Delta/(2 sigma) - eps sigma/Delta) - e^eps Phi(-Delta/(2 sigma) -
-// eps sigma/Delta) <= delta. That condition is the GDP delta(eps; mu) of Bu et al.
-// 2020 eq. (3.2) at mu = Delta/sigma, so sigma = Delta / GdpMu(eps, delta), found
-// by accounting's robust log-space root search. epsilon finite > 0, delta in (0,1).
-absl::StatusOr<double> AnalyticGaussianStddev(double epsilon, double delta,
-                                              double l2_sensitivity);
+// The analytic Gaussian mechanism's calibration (Balle & Wang 2018) is
+// accounting::AnalyticGaussianStddev (accounting/gdp.h): it is the GDP conversion of
+// Bu et al. 2020, eq. (3.2), and mechanisms/ uses accounting's events only.
 
 // Gaussian mechanism for mu-GDP: sigma = Delta_2 / mu (Dong, Roth, Su 2019, Thm. 2.7).
 absl::StatusOr<double> GdpGaussianStddev(double mu, double l2_sensitivity);

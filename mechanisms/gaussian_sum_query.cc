@@ -1,5 +1,6 @@
 #include "mechanisms/gaussian_sum_query.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -33,7 +34,48 @@ double SquaredNorm(absl::Span<const double> v) {
   return s;
 }
 
+double ClipFactorOfSquaredNorm(double squared_norm, double clip_norm) {
+  const double norm = std::sqrt(squared_norm);
+  return norm > clip_norm ? clip_norm / norm : 1.0;
+}
+
 }  // namespace
+
+SumQueryNoise IndependentGroupsNoise(const std::vector<double>& clip_norms,
+                                     const std::vector<double>& noise_stddevs) {
+  SumQueryNoise out;
+  out.group_noise_stddevs = noise_stddevs;
+  for (size_t j = 0; j < clip_norms.size() && j < noise_stddevs.size(); ++j) {
+    out.records.push_back({clip_norms[j], noise_stddevs[j]});
+  }
+  return out;
+}
+
+SumQueryNoise JointGroupsNoise(double clip_norm, double noise_stddev,
+                               const std::vector<double>& scales) {
+  SumQueryNoise out;
+  // McMahan et al. 2018, Sec. 3: noise on the rescaled record, times s_j after rescaling.
+  for (double s : scales) out.group_noise_stddevs.push_back(noise_stddev * s);
+  out.records.push_back({clip_norm, noise_stddev});
+  return out;
+}
+
+void IndependentClipFactors(absl::Span<const double> clip_norms,
+                            absl::Span<const double> group_squared_norms,
+                            absl::Span<double> factors) {
+  const size_t n = std::min({clip_norms.size(), group_squared_norms.size(), factors.size()});
+  for (size_t j = 0; j < n; ++j) factors[j] = ClipFactorOfSquaredNorm(group_squared_norms[j], clip_norms[j]);
+}
+
+void JointClipFactors(double clip_norm, absl::Span<const double> scales,
+                      absl::Span<const double> group_squared_norms, absl::Span<double> factors) {
+  const size_t n = std::min({scales.size(), group_squared_norms.size(), factors.size()});
+  // Norm of the rescaled record (v_j / s_j): sum_j ||v_j||^2 / s_j^2.
+  double rescaled = 0;
+  for (size_t j = 0; j < n; ++j) rescaled += group_squared_norms[j] / (scales[j] * scales[j]);
+  const double f = ClipFactorOfSquaredNorm(rescaled, clip_norm);
+  for (size_t j = 0; j < n; ++j) factors[j] = f;
+}
 
 absl::StatusOr<GaussianSumQuery> GaussianSumQuery::Flat(std::vector<size_t> group_sizes,
                                                         double clip_norm,
@@ -41,11 +83,12 @@ absl::StatusOr<GaussianSumQuery> GaussianSumQuery::Flat(std::vector<size_t> grou
   if (auto s = CheckSizes(group_sizes); !s.ok()) return s;
   if (auto s = CheckPositive("clip_norm", clip_norm); !s.ok()) return s;
   if (auto s = CheckPositive("noise_multiplier", noise_multiplier); !s.ok()) return s;
-  const double stddev = noise_multiplier * clip_norm;
   const size_t k = group_sizes.size();
+  std::vector<double> ones(k, 1.0);
+  SumQueryNoise noise = JointGroupsNoise(clip_norm, noise_multiplier * clip_norm, ones);
   return GaussianSumQuery(Mode::kFlat, std::move(group_sizes), {clip_norm},
-                          std::vector<double>(k, stddev), std::vector<double>(k, 1.0),
-                          {{clip_norm, stddev}});
+                          std::move(noise.group_noise_stddevs), std::move(ones),
+                          std::move(noise.records));
 }
 
 absl::StatusOr<GaussianSumQuery> GaussianSumQuery::PerGroup(
@@ -57,7 +100,6 @@ absl::StatusOr<GaussianSumQuery> GaussianSumQuery::PerGroup(
         "clip_norms and noise_multipliers need one entry per group (", group_sizes.size(), ")"));
   }
   std::vector<double> stddevs;
-  std::vector<accounting::SumQueryRecord> records;
   for (size_t j = 0; j < group_sizes.size(); ++j) {
     if (auto s = CheckPositive(absl::StrCat("clip_norms[", j, "]"), clip_norms[j]); !s.ok()) return s;
     if (auto s = CheckPositive(absl::StrCat("noise_multipliers[", j, "]"), noise_multipliers[j]);
@@ -65,11 +107,12 @@ absl::StatusOr<GaussianSumQuery> GaussianSumQuery::PerGroup(
       return s;
     }
     stddevs.push_back(noise_multipliers[j] * clip_norms[j]);
-    records.push_back({clip_norms[j], stddevs.back()});
   }
   const size_t k = group_sizes.size();
+  SumQueryNoise noise = IndependentGroupsNoise(clip_norms, stddevs);
   return GaussianSumQuery(Mode::kPerGroup, std::move(group_sizes), std::move(clip_norms),
-                          std::move(stddevs), std::vector<double>(k, 1.0), std::move(records));
+                          std::move(noise.group_noise_stddevs), std::vector<double>(k, 1.0),
+                          std::move(noise.records));
 }
 
 absl::StatusOr<GaussianSumQuery> GaussianSumQuery::Joint(std::vector<size_t> group_sizes,
@@ -86,10 +129,10 @@ absl::StatusOr<GaussianSumQuery> GaussianSumQuery::Joint(std::vector<size_t> gro
   }
   if (auto s = CheckPositive("clip_norm", clip_norm); !s.ok()) return s;
   if (auto s = CheckPositive("noise_multiplier", noise_multiplier); !s.ok()) return s;
-  std::vector<double> stddevs;
-  for (double s : scales) stddevs.push_back(noise_multiplier * clip_norm * s);
-  return GaussianSumQuery(Mode::kJoint, std::move(group_sizes), {clip_norm}, std::move(stddevs),
-                          std::move(scales), {{clip_norm, noise_multiplier * clip_norm}});
+  SumQueryNoise noise = JointGroupsNoise(clip_norm, noise_multiplier * clip_norm, scales);
+  return GaussianSumQuery(Mode::kJoint, std::move(group_sizes), {clip_norm},
+                          std::move(noise.group_noise_stddevs), std::move(scales),
+                          std::move(noise.records));
 }
 
 std::vector<Eigen::VectorXd> GaussianSumQuery::ZeroSums() const {
@@ -118,19 +161,12 @@ absl::Status GaussianSumQuery::Accumulate(const RecordGroups& record,
           absl::StrCat("record group ", j, " has a non-finite value or norm"));
     }
   }
-  // Clip factors: min(1, C / norm) (McMahan et al. 2018, §3).
+  // Clip factors: min(1, C / norm) (McMahan et al. 2018, §3); flat is joint with s_j = 1.
   std::vector<double> factor(record.size(), 1.0);
   if (mode_ == Mode::kPerGroup) {
-    for (size_t j = 0; j < record.size(); ++j) {
-      const double norm = std::sqrt(squared[j]);
-      if (norm > clip_norms_[j]) factor[j] = clip_norms_[j] / norm;
-    }
+    IndependentClipFactors(clip_norms_, squared, absl::MakeSpan(factor));
   } else {
-    double total = 0.0;  // joint: norm of (v_j / s_j); flat: s_j = 1
-    for (size_t j = 0; j < record.size(); ++j) total += squared[j] / (scales_[j] * scales_[j]);
-    const double norm = std::sqrt(total);
-    const double f = norm > clip_norms_[0] ? clip_norms_[0] / norm : 1.0;
-    for (double& x : factor) x = f;
+    JointClipFactors(clip_norms_[0], scales_, squared, absl::MakeSpan(factor));
   }
   for (size_t j = 0; j < record.size(); ++j) {
     (*sums)[j] += factor[j] * Eigen::Map<const Eigen::VectorXd>(record[j].data(), record[j].size());

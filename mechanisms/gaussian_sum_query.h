@@ -19,6 +19,12 @@
 // The sum queries of one sample collapse to one Gaussian with noise multiplier
 // z = (sum_i (C_i / s_i)^2)^(-1/2) (McMahan et al. 2018, eq. 1; computed by
 // //accounting:ledger's CollapsedNoiseMultiplier).
+//
+// The framework-free core (clip factors of one record, and the noise plan: per-group noise
+// standard deviations together with the ledger's SumQueryRecords) is exposed as free
+// functions: GaussianSumQuery uses them on Eigen vectors, and optim/clipping.h uses the same
+// functions for the LibTorch DP optimizers, so what is drawn and what is recorded come from
+// one computation everywhere.
 #ifndef DPKIT_MECHANISMS_GAUSSIAN_SUM_QUERY_H_
 #define DPKIT_MECHANISMS_GAUSSIAN_SUM_QUERY_H_
 
@@ -37,6 +43,36 @@ namespace dpkit::mechanisms {
 
 // One record's parameter groups, as read-only spans (no copies).
 using RecordGroups = std::vector<absl::Span<const double>>;
+
+// The noise of one Gaussian sum query over parameter groups: the standard deviation of
+// every coordinate of each group, and the records the privacy ledger receives for it.
+struct SumQueryNoise {
+  std::vector<double> group_noise_stddevs;          // one per group, in the group's units
+  std::vector<accounting::SumQueryRecord> records;  // the ledger's sum queries
+};
+
+// Independently clipped groups (McMahan et al. 2018, Sec. 3, per-layer clipping): group j
+// has L2 sensitivity clip_norms[j] and noise N(0, noise_stddevs[j]^2); one record
+// {clip_norms[j], noise_stddevs[j]} per group. The vectors have equal length.
+SumQueryNoise IndependentGroupsNoise(const std::vector<double>& clip_norms,
+                                     const std::vector<double>& noise_stddevs);
+
+// Jointly clipped groups with scale parameters s_j (McMahan et al. 2018, Sec. 3): the
+// rescaled record (v_j / s_j) has sensitivity clip_norm and gets noise noise_stddev, i.e.
+// group j gets N(0, (noise_stddev s_j)^2) after the fixed rescaling (post-processing); one
+// record {clip_norm, noise_stddev}. Flat clipping is the case s_j = 1.
+SumQueryNoise JointGroupsNoise(double clip_norm, double noise_stddev,
+                               const std::vector<double>& scales);
+
+// Clip factors min(1, C / ||.||) of one record (Abadi et al. 2016, Alg. 1; McMahan et al.
+// 2018, Sec. 3) from its per-group squared L2 norms:
+//   independent groups: factors[j] = min(1, clip_norms[j] / ||v_j||);
+//   joint (scales non-empty, one clip norm): every factor min(1, C / sqrt(sum_j ||v_j||^2 / s_j^2)).
+void IndependentClipFactors(absl::Span<const double> clip_norms,
+                            absl::Span<const double> group_squared_norms,
+                            absl::Span<double> factors);
+void JointClipFactors(double clip_norm, absl::Span<const double> scales,
+                      absl::Span<const double> group_squared_norms, absl::Span<double> factors);
 
 class GaussianSumQuery {
  public:

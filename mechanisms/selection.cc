@@ -10,14 +10,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mechanisms/event_or_die.h"
 
 namespace dpkit::mechanisms {
 namespace {
-
-accounting::Event EventOrDie(accounting::Result<accounting::Event> event) {
-  if (!event.ok()) std::abort();  // parameters validated by the factories
-  return *std::move(event);
-}
 
 absl::Status CheckEpsilonAndSensitivity(double epsilon, double sensitivity) {
   if (!(std::isfinite(epsilon) && epsilon > 0)) {

@@ -1,5 +1,5 @@
 // The privacy-step flags shared by the LibTorch `dpkit train` trainers (mnist,
-// fashion-mnist, mnist-pca, and the models of //models:dp_training_loop: adult, imdb,
+// fashion-mnist, mnist-pca, and the tasks of //models/engine:torch_task: adult, imdb,
 // movielens), parsed once here so that every trainer accepts and checks them the same way:
 //
 //   --clipping=flat|per_layer|joint  joint: --clipping_groups (';'-separated groups of

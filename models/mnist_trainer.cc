@@ -1,28 +1,20 @@
 // `dpkit train mnist | fashion-mnist | mnist-pca`: DP-SGD / DP-Adam / DP-AdaGrad on the
 // MNIST CNN of Bu et al. 2020 (Sec. 4.1) and on Abadi et al. 2016's DP-PCA + MLP (Sec. 5.1).
 //
-// Each logical step draws a Poisson batch (rate q = batch_size / n, secure generator), runs
-// it in physical batches, clips every example, adds secure Gaussian noise once, steps, and
-// appends the step to output_dir/ledger.jsonl before anything else is reported. At every
-// epoch the test accuracy and the epsilon computed FROM THE LEDGER FILE are printed and
-// appended to metrics.jsonl, and a checkpoint (model, optimizer state, next step, ledger
-// length) is written atomically; --resume continues from it, appending to the same ledger
-// and drawing fresh noise (the secure generator is never checkpointed).
-//
-// Privacy-step options (--clipping, --clipping_groups, --clipping_scales,
-// --microbatch_size, --physical_batch_size, --sampler) are those of
-// models/dp_step_options.h, shared with the trainers of models/dp_training_loop.h.
+// Each is a task of the training engine (models/engine/torch_task.h): the data, the model,
+// the per-example cross-entropy, test accuracy and the papers' defaults. The engine plans
+// the run, draws the Poisson batches, clips and noises through optim::DpOptimizer, appends
+// every step to output_dir/ledger.jsonl before its update, reports epsilon from the ledger
+// file at every epoch and checkpoints; --resume restores the checkpoint's privacy settings.
+// mnist-pca spends privacy before training: the DP-PCA projection's Gaussian event is
+// appended to the same ledger before the projection is used (its prepare step).
 // Randomness: the Poisson sample, the shuffled order, the microbatch key, DP-PCA's and
 // DP-SGD's noise all come from the secure generator; --seed sets only the model's
 // initialisation (torch::manual_seed), since every data-order choice here is privacy-relevant.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,20 +26,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "accounting/event.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
 #include "models/dp_step_options.h"
-#include "models/dp_training_loop.h"  // MakeDirs, WriteFileAtomically, EpsilonText
+#include "models/engine/torch_task.h"
+#include "models/files.h"
 #include "models/idx_reader.h"
 #include "models/mnist_models.h"
 #include "models/trainer_registry.h"
-#include "models/training_ledger.h"
-#include "nlohmann/json.hpp"
-#include "optim/poisson_sampler.h"
-#include "optim/torch/cpu_threads.h"
-#include "optim/torch/dp_optimizer.h"
 
 ABSL_FLAG(std::string, activation, "relu", "MNIST CNN activation: relu | tanh");
 ABSL_FLAG(double, pca_noise_multiplier, 4.0,
@@ -63,10 +50,6 @@ enum class Task { kMnist, kFashionMnist, kMnistPca };
 struct Data {
   torch::Tensor train_x, train_y, test_x, test_y;
 };
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : absl::StrCat(dir, "/", name);
-}
 
 absl::StatusOr<Data> LoadData(Task task, const TrainOptions& o) {
   std::string dir = o.data_dir;
@@ -131,158 +114,92 @@ torch::Tensor DpPcaProjection(const torch::Tensor& x, int64_t k, double sigma,
   return vectors.narrow(1, d - k, k).to(torch::kFloat32);
 }
 
-double Accuracy(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& fwd,
-                const torch::Tensor& x, const torch::Tensor& y, const torch::Device& device) {
-  torch::NoGradGuard guard;
-  model.eval();
+// Test accuracy in slices of 1000 (the engine calls this in eval mode without autograd).
+double Accuracy(const torch::Tensor& x, const torch::Tensor& y,
+                const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                const torch::Device& device) {
   int64_t correct = 0;
   for (int64_t start = 0; start < x.size(0); start += 1000) {
-    int64_t len = std::min<int64_t>(1000, x.size(0) - start);
-    torch::Tensor logits = fwd(x.narrow(0, start, len).to(device));
+    const int64_t len = std::min<int64_t>(1000, x.size(0) - start);
+    torch::Tensor logits = forward(x.narrow(0, start, len).to(device));
     correct += logits.argmax(1).cpu().eq(y.narrow(0, start, len)).sum().item<int64_t>();
   }
-  model.train();
-  return x.size(0) > 0 ? static_cast<double>(correct) / x.size(0) : 0.0;
+  return x.size(0) > 0 ? static_cast<double>(correct) / static_cast<double>(x.size(0)) : 0.0;
 }
 
-absl::Status Train(Task task, const TrainOptions& o) {
-  auto wall_start = std::chrono::steady_clock::now();
-  // LibTorch's threads, the BLAS's and the allocator together (optim/torch/cpu_threads.h).
-  const optim::CpuThreadSetup threads = optim::ConfigureCpuThreads(o.threads);
-  torch::Device device(torch::kCPU);
-  if (o.device == "cuda") {
-    if (!torch::cuda::is_available()) {
+constexpr char kProjectionFile[] = "pca_projection.pt";
+
+// mnist-pca's preparation: a fresh run computes the DP-PCA projection, appends its Gaussian
+// event to the ledger BEFORE using it, and keeps it in output_dir; a resumed run reloads it.
+absl::Status PreparePca(const TorchPrepareContext& c, double pca_sigma, Data& data,
+                        torch::Tensor& projection) {
+  const std::string path = Join(c.output_dir, kProjectionFile);
+  if (c.resumed) {
+    try {
+      torch::load(projection, path);
+    } catch (const std::exception&) {
       return absl::InvalidArgumentError(
-          "--device=cuda: no CUDA device visible to this LibTorch build (build with "
-          "--config=cuda or tools/build_cuda_trainer.sh; see models/README.md)");
+          absl::StrCat("--resume: ", path, " is missing or cannot be read"));
     }
-    device = torch::Device(torch::kCUDA);
-  } else if (o.device != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat("--device must be cpu or cuda, got '", o.device, "'"));
+  } else {
+    projection = DpPcaProjection(data.train_x, 60, pca_sigma, *c.noise);
+    auto event = accounting::Event::Gaussian(pca_sigma);
+    if (!event.ok()) return absl::InvalidArgumentError(event.error());
+    absl::Status appended = c.ledger->AppendEvent(*event);
+    if (!appended.ok()) return appended;
+    if (!c.output_dir.empty()) {
+      try {
+        torch::save(projection, path + ".tmp");
+      } catch (const std::exception&) {
+        return absl::InternalError(absl::StrCat("cannot write ", path));
+      }
+      absl::Status renamed = RenameDurably(path + ".tmp", path);
+      if (!renamed.ok()) return renamed;
+    }
   }
-  const bool pca = task == Task::kMnistPca;
-  // Defaults: Bu et al. 2020 Table 1 row 1 (CNN); Abadi et al. 2016 Sec. 5.1 (PCA + MLP).
-  const std::string optimizer_name = o.optimizer.value_or("sgd");
-  const double default_lr = optimizer_name == "sgd" ? (pca ? 0.1 : 0.25) : 0.001;
-  const double learning_rate = o.learning_rate.value_or(default_lr);
-  const double clip_norm = o.clip_norm.value_or(pca ? 4.0 : 1.5);
-  const int64_t batch_size = o.batch_size.value_or(pca ? 600 : 256);
-  const double epochs = o.epochs.value_or(pca ? 20.0 : 15.0);
+  data.train_x = torch::mm(data.train_x.reshape({data.train_x.size(0), -1}), projection);
+  data.test_x = torch::mm(data.test_x.reshape({data.test_x.size(0), -1}), projection);
+  return absl::OkStatus();
+}
+
+// The models' defaults: Bu et al. 2020 Table 1 row 1 (CNN); Abadi et al. 2016 Sec. 5.1
+// (PCA + MLP).
+TaskDefaults Defaults(bool pca, const TrainOptions& o) {
+  TaskDefaults d;
+  d.optimizer = "sgd";
+  d.learning_rate = o.optimizer.value_or("sgd") == "sgd" ? (pca ? 0.1 : 0.25) : 0.001;
+  d.clip_norm = pca ? 4.0 : 1.5;
+  d.noise_multiplier = pca ? 4.0 : 1.3;
+  d.batch_size = pca ? 600 : 256;
+  d.epochs = pca ? 20.0 : 15.0;
+  d.delta = 1e-5;
+  d.physical_batch_size = 512;
+  return d;
+}
+
+absl::Status Train(Task kind, const TrainOptions& o) {
+  TorchTask task;
+  // LibTorch's threads, the BLAS's and the allocator together, before any tensor.
+  task.threads = ConfigureTorchThreads(o);
+  const bool pca = kind == Task::kMnistPca;
   const std::string activation_name = absl::GetFlag(FLAGS_activation);
   if (activation_name != "relu" && activation_name != "tanh") {
     return absl::InvalidArgumentError(
         absl::StrCat("--activation must be relu or tanh, got '", activation_name, "'"));
   }
-  absl::StatusOr<DpStepOptions> step_options =
-      ParseDpStepOptions(o, batch_size, /*default_physical_batch_size=*/512);
-  if (!step_options.ok()) return step_options.status();
-  const int64_t physical = step_options->physical_batch_size;
-  const int64_t microbatch_size = step_options->microbatch_size;
-  const std::string sampler = step_options->sampler;
-  const bool shuffled = step_options->shuffled();
   const double pca_sigma = absl::GetFlag(FLAGS_pca_noise_multiplier);
-  if (pca && !(std::isfinite(pca_sigma) && pca_sigma > 0)) {
-    return absl::InvalidArgumentError("--pca_noise_multiplier must be finite and > 0");
+  if (pca && !(std::isfinite(pca_sigma) && pca_sigma > 0 && pca_sigma <= 1e6)) {
+    return absl::InvalidArgumentError("--pca_noise_multiplier must be finite, > 0 and <= 1e6");
   }
-  if (o.resume && o.output_dir.empty()) {
-    return absl::InvalidArgumentError("--resume needs --output_dir");
-  }
-
-  absl::StatusOr<Data> data = LoadData(task, o);
-  if (!data.ok()) return data.status();
-  const int64_t n = data->train_x.size(0);
-  if (n < 1) return absl::InvalidArgumentError("--train_subset must be >= 1");
-  if (batch_size > n) {
+  if (pca && o.target_epsilon) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--batch_size must be <= the number of training examples (", n, "), got ",
-                     batch_size));
+        "mnist-pca: give --noise_multiplier (the PCA's privacy cost is added to the same ledger)");
   }
-  absl::StatusOr<optim::StepRecordSampler> records =
-      optim::StepRecordSampler::Create(n, batch_size, microbatch_size, shuffled);
-  if (!records.ok()) return records.status();
-  const double q = records->sampling_rate();
-  const int64_t steps_per_epoch = records->steps_per_epoch();
-  int64_t total_steps = records->TotalSteps(epochs);
-  if (o.max_steps) total_steps = std::min(total_steps, *o.max_steps);
-
-  double sigma = 0;
-  if (o.target_epsilon) {
-    if (pca) {
-      return absl::InvalidArgumentError(
-          "mnist-pca: give --noise_multiplier (the PCA's privacy cost is added to the same ledger)");
-    }
-    absl::StatusOr<double> calibrated =
-        CalibrateNoiseMultiplierRdp(*o.target_epsilon, o.delta, q, total_steps);
-    if (!calibrated.ok()) return calibrated.status();
-    sigma = *calibrated;
-  } else {
-    sigma = o.noise_multiplier.value_or(pca ? 4.0 : 1.3);
-  }
-
-  absl::StatusOr<std::unique_ptr<mechanisms::SecureRandomGenerator>> noise_rng =
-      mechanisms::SecureRandomGenerator::Create();
-  if (!noise_rng.ok()) return noise_rng.status();
-  absl::StatusOr<std::unique_ptr<mechanisms::SecureRandomGenerator>> sample_rng =
-      mechanisms::SecureRandomGenerator::Create();
-  if (!sample_rng.ok()) return sample_rng.status();
-
-  // Files.
-  const bool files = !o.output_dir.empty();
-  std::string ledger_path = files ? Join(o.output_dir, "ledger.jsonl")
-                                  : absl::StrCat("/tmp/dpkit-ledger-", ::getpid(), ".jsonl");
-  if (files) {
-    absl::Status s = MakeDirs(o.output_dir);
-    if (!s.ok()) return s;
-  }
-  const std::string state_path = Join(o.output_dir, "checkpoint.json");
-  nlohmann::json state;
-  if (o.resume) {
-    std::ifstream in(state_path);
-    if (!in) return absl::NotFoundError(absl::StrCat("--resume: no checkpoint at ", state_path));
-    state = nlohmann::json::parse(in, nullptr, false);
-    if (state.is_discarded() || !state.contains("next_step")) {
-      return absl::InvalidArgumentError(absl::StrCat(state_path, ": not a dpkit checkpoint"));
-    }
-    if (state.value("sampler", std::string("poisson")) != sampler) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--resume: the checkpoint was trained with --sampler=",
-          state.value("sampler", std::string("poisson")), ", not ", sampler));
-    }
-  } else if (files) {
-    std::remove(ledger_path.c_str());
-    std::remove(Join(o.output_dir, "metrics.jsonl").c_str());
-  }
-  if (!files) std::remove(ledger_path.c_str());
-  // Shuffled batches are not Poisson samples: writing them as ledger steps would let an
-  // accountant certify an epsilon that does not hold, so no ledger is written at all.
-  std::optional<TrainingLedger> ledger;
-  if (!shuffled) {
-    absl::StatusOr<TrainingLedger> opened = TrainingLedger::Open(ledger_path);
-    if (!opened.ok()) return opened.status();
-    ledger.emplace(*std::move(opened));
-  }
-
+  absl::StatusOr<Data> loaded = LoadData(kind, o);
+  if (!loaded.ok()) return loaded.status();
+  Data data = *std::move(loaded);
   torch::manual_seed(o.seed);  // initialisation only
   // Inputs: the CNN sees images; the PCA model sees 60 DP-PCA coordinates.
-  torch::Tensor train_x = data->train_x, test_x = data->test_x;
-  torch::Tensor projection;
-  const std::string projection_path = Join(o.output_dir, "pca_projection.pt");
-  if (pca) {
-    if (o.resume) {
-      torch::load(projection, projection_path);
-    } else {
-      projection = DpPcaProjection(train_x, 60, pca_sigma, **noise_rng);
-      auto event = accounting::Event::Gaussian(pca_sigma);
-      if (!event.ok()) return absl::InvalidArgumentError(event.error());
-      if (ledger) {
-        absl::Status s = ledger->AppendEvent(*event);
-        if (!s.ok()) return s;
-      }
-      if (files) torch::save(projection, projection_path);
-    }
-    train_x = torch::mm(train_x.reshape({n, -1}), projection);
-    test_x = torch::mm(test_x.reshape({test_x.size(0), -1}), projection);
-  }
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forward;
   if (pca) {
@@ -294,161 +211,31 @@ absl::Status Train(Task task, const TrainOptions& o) {
     module = net.ptr();
     forward = [net](const torch::Tensor& x) mutable { return net->forward(x); };
   }
-  module->to(device);
-  absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> torch_optimizer =
-      optim::MakeTorchOptimizer(optimizer_name, module->parameters(), learning_rate);
-  if (!torch_optimizer.ok()) return torch_optimizer.status();
-  const std::string model_path = Join(o.output_dir, "model.pt");
-  const std::string optimizer_path = Join(o.output_dir, "optimizer.pt");
-  int64_t start_step = 0;
-  if (o.resume) {
-    torch::serialize::InputArchive model_archive, optimizer_archive;
-    model_archive.load_from(model_path, device);
-    module->load(model_archive);
-    optimizer_archive.load_from(optimizer_path, device);
-    (*torch_optimizer)->load(optimizer_archive);
-    start_step = state["next_step"].get<int64_t>();
+  torch::Tensor projection;
+  task.model_name = o.model;
+  task.model = module.get();
+  task.train_size = data.train_x.size(0);
+  task.defaults = Defaults(pca, o);
+  task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
+    torch::Tensor x = data.train_x.index_select(0, index).to(device);
+    torch::Tensor y = data.train_y.index_select(0, index).to(device);
+    torch::Tensor logits = forward(x);
+    TorchLosses out;
+    out.losses = F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    out.correct = logits.argmax(1).eq(y).sum().item<int64_t>();
+    return out;
+  };
+  task.evaluate = [&](const torch::Device& device) {
+    return nlohmann::json{{"test_accuracy", Accuracy(data.test_x, data.test_y, forward, device)}};
+  };
+  task.describe = DescribeTestAccuracy;
+  if (pca) {
+    task.prepare = [&](const TorchPrepareContext& c) {
+      return PreparePca(c, pca_sigma, data, projection);
+    };
+    task.prepared_files = {kProjectionFile};
   }
-  optim::DpOptimizerOptions dp_options;
-  dp_options.noise_multiplier = sigma;
-  dp_options.clip_norm = clip_norm;
-  dp_options.sampling_rate = q;
-  dp_options.expected_batch_size = static_cast<double>(batch_size);
-  absl::Status applied = ApplyDpStepOptions(*step_options, *module, &dp_options);
-  if (!applied.ok()) return applied;
-  absl::StatusOr<std::unique_ptr<optim::DpOptimizer>> dp = optim::DpOptimizer::Create(
-      *module, *std::move(torch_optimizer), dp_options, *std::move(noise_rng));
-  if (!dp.ok()) return dp.status();
-
-  const bool json = o.format == "json";
-  const bool progress = !json;
-  std::ofstream metrics;
-  if (files) metrics.open(Join(o.output_dir, "metrics.jsonl"), std::ios::app);
-  if (!json) {
-    std::printf("dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g (%s clipping%s), %s "
-                "lr=%g, %lld steps (%lld per epoch), %s, delta=%g, %s, %s\n",
-                o.model.c_str(), static_cast<long long>(n), q, sigma,
-                o.target_epsilon ? " (calibrated)" : "", clip_norm,
-                step_options->clipping_name.c_str(),
-                microbatch_size > 1
-                    ? absl::StrCat(", microbatches of ", microbatch_size, ": sensitivity 2C").c_str()
-                    : "",
-                optimizer_name.c_str(), learning_rate, static_cast<long long>(total_steps),
-                static_cast<long long>(steps_per_epoch),
-                shuffled ? "shuffled fixed-size batches (NOT covered by the accountants)"
-                         : "Poisson batches",
-                o.delta, optim::DescribeCpuThreadSetup(threads).c_str(),
-                files ? ("output in " + o.output_dir).c_str() : "no --output_dir");
-    std::fflush(stdout);
-  }
-  double loss_sum = 0;
-  int64_t seen = 0, correct = 0;
-  auto epoch_start = std::chrono::steady_clock::now();
-  for (int64_t step = start_step; step < total_steps; ++step) {
-    // Records: a Poisson sample (or the shuffled loader's next batch, a fresh secure
-    // permutation at each epoch start and after a resume), as single examples or as
-    // microbatches by a keyed hash of the example index (optim/poisson_sampler.h).
-    absl::StatusOr<optim::MicrobatchedBatch> grouped = records->Next(step, **sample_rng);
-    if (!grouped.ok()) return grouped.status();
-    torch::Tensor index = torch::tensor(grouped->examples, torch::kLong);
-    for (const optim::PhysicalBatchRange& range :
-         optim::PhysicalBatchRanges(grouped->microbatch_sizes, physical)) {
-      torch::Tensor part = index.narrow(0, range.first_example, range.num_examples);
-      torch::Tensor x = train_x.index_select(0, part).to(device);
-      torch::Tensor y = data->train_y.index_select(0, part).to(device);
-      torch::Tensor logits = forward(x);
-      torch::Tensor losses =
-          F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kNone));
-      losses.sum().backward();
-      absl::Span<const int64_t> sizes;
-      if (microbatch_size > 1) {
-        sizes = absl::MakeConstSpan(grouped->microbatch_sizes)
-                    .subspan(range.first_microbatch, range.num_microbatches);
-      }
-      absl::StatusOr<int64_t> done = (*dp)->AccumulatePhysicalBatch(sizes);
-      if (!done.ok()) return done.status();
-      loss_sum += losses.sum().item<double>();
-      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
-      seen += part.numel();
-    }
-    absl::StatusOr<optim::DpStepRecord> record = (*dp)->Step();
-    if (!record.ok()) return record.status();
-    if (ledger) {
-      std::vector<LedgerQuery> queries;
-      for (const auto& qr : record->queries) queries.push_back({qr.clip_norm, qr.noise_stddev});
-      absl::Status appended = ledger->AppendStep(step, q, queries);
-      if (!appended.ok()) return appended;
-    }
-
-    const bool epoch_end = (step + 1) % steps_per_epoch == 0 || step + 1 == total_steps;
-    if (progress && ((step + 1) % 20 == 0 || epoch_end)) {
-      std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  train acc %.2f%%%s",
-                   isatty(2) ? "\r" : "", static_cast<long long>(step + 1),
-                   static_cast<long long>(total_steps), seen ? loss_sum / seen : 0.0,
-                   seen ? 100.0 * correct / seen : 0.0, isatty(2) ? "" : "\n");
-    }
-    if (!epoch_end) continue;
-    double eps_upper = 0;
-    absl::StatusOr<nlohmann::json> eps = nlohmann::json(nullptr);
-    if (ledger) eps = LedgerEpsilon(ledger_path, o.delta, &eps_upper);
-    if (!eps.ok()) return eps.status();
-    double test_accuracy = Accuracy(*module, forward, test_x, data->test_y, device);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-    double epoch = static_cast<double>(step + 1) / steps_per_epoch;
-    nlohmann::json line = {{"epoch", epoch},
-                           {"step", step + 1},
-                           {"train_loss", seen ? loss_sum / seen : 0.0},
-                           {"train_accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
-                           {"test_accuracy", test_accuracy},
-                           {"epsilon", *eps},
-                           {"delta", o.delta},
-                           {"noise_multiplier", sigma},
-                           {"sampler", sampler},
-                           {"microbatch_size", microbatch_size},
-                           {"seconds", seconds}};
-    if (shuffled) line["epsilon_note"] = std::string(kShuffledNote);
-    if (json) {
-      std::printf("%s\n", line.dump().c_str());
-    } else {
-      if (isatty(2)) std::fprintf(stderr, "\n");
-      std::printf("epoch %.4g: test accuracy %.2f%%, %s, %.1f s\n", epoch, 100 * test_accuracy,
-                  shuffled ? absl::StrCat("epsilon ", kShuffledNote).c_str()
-                           : EpsilonText(*eps, o.delta).c_str(),
-                  seconds);
-    }
-    std::fflush(stdout);
-    if (files) {
-      metrics << line.dump() << "\n";
-      metrics.flush();
-      torch::serialize::OutputArchive model_archive, optimizer_archive;
-      module->save(model_archive);
-      model_archive.save_to(model_path + ".tmp");
-      (*dp)->optimizer().save(optimizer_archive);
-      optimizer_archive.save_to(optimizer_path + ".tmp");
-      if (std::rename((model_path + ".tmp").c_str(), model_path.c_str()) != 0 ||
-          std::rename((optimizer_path + ".tmp").c_str(), optimizer_path.c_str()) != 0) {
-        return absl::InternalError("cannot write the checkpoint");
-      }
-      nlohmann::json checkpoint = {{"next_step", step + 1},
-                                   {"ledger_steps", step + 1},
-                                   {"model", o.model},
-                                   {"noise_multiplier", sigma},
-                                   {"sampling_rate", q},
-                                   {"sampler", sampler}};
-      absl::Status s = WriteFileAtomically(state_path, checkpoint.dump() + "\n");
-      if (!s.ok()) return s;
-    }
-    loss_sum = 0;
-    seen = correct = 0;
-    epoch_start = std::chrono::steady_clock::now();
-  }
-  if (!files) std::remove(ledger_path.c_str());
-  if (!json) {
-    std::printf("done in %.1f s\n",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
-  }
-  return absl::OkStatus();
+  return RunTorchTraining(o, std::move(task));
 }
 
 absl::Status TrainMnist(const TrainOptions& o) { return Train(Task::kMnist, o); }

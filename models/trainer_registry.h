@@ -63,6 +63,7 @@ struct TrainOptions {
   std::optional<int64_t> test_subset;       // --test_subset: first N test examples
   std::string data_dir;                     // --data_dir ("" = the model's default)
   bool resume = false;                      // --resume from output_dir's checkpoint
+  bool overwrite = false;                   // --overwrite: replace a run in output_dir
   int threads = 0;                          // --threads (0 = all cores)
   // The trainer's extra flags (TrainerInfo::flags): name -> current value as text.
   std::map<std::string, std::string> extra_flags;

@@ -16,6 +16,7 @@
 #include "accounting/ledger.h"
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
+#include "accounting/report.h"
 
 namespace dpkit::models {
 namespace {
@@ -36,12 +37,7 @@ TrainingLedger::TrainingLedger(TrainingLedger&& other) noexcept = default;
 TrainingLedger& TrainingLedger::operator=(TrainingLedger&& other) noexcept = default;
 TrainingLedger::~TrainingLedger() = default;
 
-absl::Status TrainingLedger::AppendStep(int64_t step, double sampling_rate,
-                                        const std::vector<LedgerQuery>& queries) {
-  accounting::SamplingRecord record;
-  record.step = step;
-  record.sampling_rate = sampling_rate;
-  for (const LedgerQuery& q : queries) record.queries.push_back({q.clip_norm, q.noise_stddev});
+absl::Status TrainingLedger::AppendStep(const accounting::SamplingRecord& record) {
   auto appended = writer_->Append(record);
   if (!appended.ok()) return absl::InternalError(appended.error());
   return absl::OkStatus();
@@ -70,44 +66,32 @@ absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double del
                                              double* epsilon_upper) {
   int64_t steps = 0;
   absl::StatusOr<accounting::Event> event = LedgerFileToEvent(path, &steps);
+  accounting::PrivacyReport report;
   if (absl::IsNotFound(event.status()) && event.status().message() == "empty ledger") {
-    *epsilon_upper = 0;
-    return nlohmann::json{{"rdp", {{"epsilon", 0.0}, {"order", nullptr}, {"conversion", "optimal"}}}};
-  }
-  if (!event.ok()) return event.status();
-  std::vector<double> orders = accounting::DefaultRdpOrders();
-  auto rdp = accounting::ComputeRdp(*event, orders);
-  if (!rdp.ok()) return FromResult("rdp", rdp.error());
-  // The optimal conversion (Asoodeh et al. 2021), as `dpkit epsilon` and `dpkit ledger`.
-  auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
-  if (!eps.ok()) return FromResult("rdp", eps.error());
-  *epsilon_upper = eps->epsilon;
-  nlohmann::json out;
-  out["rdp"] = {{"epsilon", eps->epsilon}, {"order", eps->order}, {"conversion", "optimal"}};
-  // The PLD accountant's certified bounds (tighter); the headline bound is the smaller of
-  // the two certified upper bounds. An event PLD cannot handle leaves RDP alone.
-  auto pld = accounting::PldEpsilon(*event, delta);
-  if (pld.ok()) {
-    out["pld"] = {{"epsilon", pld->epsilon_upper},
-                  {"epsilon_upper", pld->epsilon_upper},
-                  {"epsilon_lower", pld->epsilon_lower}};
-    *epsilon_upper = std::min(*epsilon_upper, pld->epsilon_upper);
-  }
-  // mu_CLT only for one homogeneous DP-SGD run (Bu et al. 2020, eq. (3.1)).
-  const accounting::Event& e = *event;
-  if (e.kind() == accounting::EventKind::kSelfComposed &&
-      e.inner().kind() == accounting::EventKind::kPoissonSampled &&
-      e.inner().inner().kind() == accounting::EventKind::kGaussian) {
-    auto mu = accounting::CltMu(e.inner().sampling_rate(), e.inner().inner().noise_multiplier(),
-                                e.count());
-    if (mu.ok()) {
-      auto gdp_eps = accounting::GdpEpsilon(*mu, delta);
-      if (gdp_eps.ok()) {
-        out["gdp"] = {{"mu", *mu}, {"epsilon", *gdp_eps}, {"approximate", true}};
-      }
+    report = accounting::EmptyRunReport(accounting::ReportQuantity::kEpsilon, delta);
+  } else {
+    if (!event.ok()) return event.status();
+    // The accounting report of `dpkit ledger` (accounting/report.h) without the minimum
+    // error figures, which would double the cost of every epoch's report.
+    accounting::ReportOptions options;
+    options.min_errors = false;
+    report = accounting::ComputeReport(*event, accounting::ReportQuantity::kEpsilon, delta,
+                                       options);
+    if (report.rdp.state != accounting::SlotState::kComputed) {
+      return FromResult("rdp", report.rdp.message);
     }
   }
-  return out;
+  // The headline: the smallest certified upper bound, named in the JSON.
+  *epsilon_upper = accounting::ReportHeadline(report)->value;
+  return accounting::ReportToJson(report);
+}
+
+std::string EpsilonText(const nlohmann::json& eps, double delta) {
+  // The accounting report's one-line form: the headline rounded up, named.
+  accounting::Result<accounting::PrivacyReport> report =
+      accounting::ReportFromJson(eps, accounting::ReportQuantity::kEpsilon, delta);
+  if (!report.ok()) return "eps: " + report.error();
+  return accounting::ReportToLine(*report);
 }
 
 absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double delta,

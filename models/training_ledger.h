@@ -33,11 +33,6 @@
 
 namespace dpkit::models {
 
-struct LedgerQuery {
-  double clip_norm;     // C_g
-  double noise_stddev;  // s_g
-};
-
 class TrainingLedger {
  public:
   // Creates the file or appends to it (resume continues the same ledger).
@@ -46,9 +41,9 @@ class TrainingLedger {
   TrainingLedger& operator=(TrainingLedger&& other) noexcept;
   ~TrainingLedger();
 
-  // One Poisson-sampled step with its sum queries.
-  absl::Status AppendStep(int64_t step, double sampling_rate,
-                          const std::vector<LedgerQuery>& queries);
+  // One Poisson-sampled step with its sum queries (the noise plan's records,
+  // optim/clipping.h).
+  absl::Status AppendStep(const accounting::SamplingRecord& record);
   // Any other mechanism, as an event.
   absl::Status AppendEvent(const accounting::Event& event);
 
@@ -61,14 +56,19 @@ class TrainingLedger {
 // The composed event of a ledger file; `steps` receives the number of sample lines.
 absl::StatusOr<accounting::Event> LedgerFileToEvent(const std::string& path, int64_t* steps);
 
-// Epsilon of a ledger file at `delta`, as the object `dpkit epsilon --format=json` prints:
-//   {"rdp": {"epsilon": e, "order": a, "conversion": "optimal"},
-//    "pld": {"epsilon": upper, "epsilon_upper": upper, "epsilon_lower": lower},
-//                                                             (when PLD supports the event)
-//    "gdp": {"mu": m, "epsilon": e, "approximate": true}}      ("gdp" only if homogeneous)
-// An empty ledger gives epsilon 0. `epsilon_upper` receives min(PLD upper, RDP).
+// Epsilon of a ledger file at `delta`: the accounting report (accounting/report.h) as
+// `dpkit ledger --format=json` prints it, without the minimum-error figures:
+//   {"rdp": {"epsilon", "order", "conversion"}, "pld": {"epsilon", "epsilon_upper",
+//    "epsilon_lower", ...} or {"not_applicable": why}, "gdp": {"mu", "epsilon",
+//    "approximate"} or {"not_applicable": why}, "headline": {"accountant", "epsilon", ...}}
+// An empty ledger gives epsilon 0. `epsilon_upper` receives the headline: the smallest
+// certified upper bound.
 absl::StatusOr<nlohmann::json> LedgerEpsilon(const std::string& path, double delta,
                                              double* epsilon_upper);
+
+// "eps <= 1.2346 (PLD, delta=1e-05; RDP 1.3002)" from a LedgerEpsilon object: the headline
+// rounded up (accounting::ReportToLine).
+std::string EpsilonText(const nlohmann::json& epsilon, double delta);
 
 // The noise multiplier sigma for which T steps of the Poisson-subsampled Gaussian with rate
 // q have RDP epsilon <= target at delta (optimal conversion), by //accounting:calibrate:

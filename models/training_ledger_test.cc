@@ -6,12 +6,23 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "accounting/event.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::models {
 namespace {
+
+accounting::SamplingRecord Step(int64_t step, double sampling_rate,
+                                std::vector<accounting::SumQueryRecord> queries) {
+  accounting::SamplingRecord record;
+  record.step = step;
+  record.sampling_rate = sampling_rate;
+  record.queries = std::move(queries);
+  return record;
+}
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -25,10 +36,10 @@ TEST(TrainingLedgerTest, MergesIdenticalStepsAndCollapsesQueries) {
   {
     auto ledger = TrainingLedger::Open(path);
     ASSERT_TRUE(ledger.ok());
-    for (int s = 0; s < 3; ++s) ASSERT_TRUE(ledger->AppendStep(s, 0.01, {{1.5, 1.95}}).ok());
+    for (int s = 0; s < 3; ++s) ASSERT_TRUE(ledger->AppendStep(Step(s, 0.01, {{1.5, 1.95}})).ok());
     // Two groups with C/s = 1/2 each: z = (2 * 1/4)^(-1/2) = sqrt(2) (McMahan et al. eq. 1).
     for (int s = 3; s < 5; ++s) {
-      ASSERT_TRUE(ledger->AppendStep(s, 0.02, {{1.0, 2.0}, {1.0, 2.0}}).ok());
+      ASSERT_TRUE(ledger->AppendStep(Step(s, 0.02, {{1.0, 2.0}, {1.0, 2.0}})).ok());
     }
   }
   int64_t steps = 0;
@@ -49,7 +60,7 @@ TEST(TrainingLedgerTest, ResumeAppendsToTheSameFile) {
   for (int run = 0; run < 2; ++run) {
     auto ledger = TrainingLedger::Open(path);
     ASSERT_TRUE(ledger.ok());
-    ASSERT_TRUE(ledger->AppendStep(run, 0.5, {{1.0, 1.0}}).ok());
+    ASSERT_TRUE(ledger->AppendStep(Step(run, 0.5, {{1.0, 1.0}})).ok());
   }
   int64_t steps = 0;
   ASSERT_TRUE(LedgerFileToEvent(path, &steps).ok());
@@ -82,7 +93,7 @@ TEST(TrainingLedgerTest, EpsilonObjectHasRdpAndApproximateGdp) {
   ASSERT_TRUE(ledger.ok());
   const int64_t steps = 3516;  // ceil(15 * 60000 / 256)
   for (int64_t s = 0; s < steps; ++s) {
-    ASSERT_TRUE(ledger->AppendStep(s, 256.0 / 60000, {{1.0, 1.3}}).ok());
+    ASSERT_TRUE(ledger->AppendStep(Step(s, 256.0 / 60000, {{1.0, 1.3}})).ok());
   }
   double upper = 0;
   auto json = LedgerEpsilon(path, 1e-5, &upper);
@@ -120,7 +131,7 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
     std::string path = TempPath("cal.jsonl");
     auto ledger = TrainingLedger::Open(path);
     for (int s = 0; s < 2000; ++s) {
-      ASSERT_TRUE(ledger->AppendStep(s, 256.0 / 60000, {{1.0, *sigma * factor}}).ok());
+      ASSERT_TRUE(ledger->AppendStep(Step(s, 256.0 / 60000, {{1.0, *sigma * factor}})).ok());
     }
     double headline = 0;
     auto json = LedgerEpsilon(path, 1e-5, &headline);

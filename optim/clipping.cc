@@ -104,45 +104,29 @@ absl::StatusOr<ClippingGroups> MakeClippingGroups(
 
 void RecordClipFactors(const ClippingGroups& groups, absl::Span<const double> group_squared_norms,
                        absl::Span<double> factors) {
-  const size_t n = std::min(group_squared_norms.size(), factors.size());
   if (groups.mode != ClippingMode::kJoint) {
-    for (size_t g = 0; g < n; ++g) factors[g] = ClipFactor(group_squared_norms[g], groups.clip_norms[g]);
+    mechanisms::IndependentClipFactors(groups.clip_norms, group_squared_norms, factors);
     return;
   }
-  // Norm of the rescaled record (g_g / s_g): sum_g ||g_g||^2 / s_g^2.
-  double rescaled = 0;
-  for (size_t g = 0; g < n; ++g) {
-    rescaled += group_squared_norms[g] / (groups.scales[g] * groups.scales[g]);
-  }
-  const double factor = ClipFactor(rescaled, groups.clip_norms[0]);
-  for (size_t g = 0; g < n; ++g) factors[g] = factor;
+  mechanisms::JointClipFactors(groups.clip_norms[0], groups.scales, group_squared_norms, factors);
 }
 
 double SensitivityMultiplier(int64_t microbatch_size) { return microbatch_size > 1 ? 2.0 : 1.0; }
 
-std::vector<double> GroupNoiseStddevs(const ClippingGroups& groups, double noise_multiplier,
-                                      int64_t microbatch_size) {
-  const double delta = SensitivityMultiplier(microbatch_size) * groups.TotalSensitivity();
-  std::vector<double> out(groups.num_groups(), noise_multiplier * delta);
-  if (groups.mode == ClippingMode::kJoint) {
-    // McMahan et al. 2018 / GaussianSumQuery::Joint: noise sigma Delta on the rescaled
-    // record, i.e. sigma Delta s_g on group g after the rescaling.
-    for (size_t g = 0; g < out.size(); ++g) out[g] *= groups.scales[g];
-  }
-  return out;
-}
-
-std::vector<SumQueryEntry> LedgerSumQueries(const ClippingGroups& groups,
-                                            double noise_multiplier, int64_t microbatch_size) {
+NoisePlan MakeNoisePlan(const ClippingGroups& groups, double noise_multiplier,
+                        int64_t microbatch_size) {
   const double m = SensitivityMultiplier(microbatch_size);
   const double delta = m * groups.TotalSensitivity();
-  std::vector<SumQueryEntry> out;
+  const double stddev = noise_multiplier * delta;
   if (groups.mode == ClippingMode::kJoint) {
-    out.push_back({delta, noise_multiplier * delta});
-    return out;
+    // McMahan et al. 2018 / GaussianSumQuery::Joint: noise sigma Delta on the rescaled
+    // record, i.e. sigma Delta s_g on group g after the rescaling; one query {Delta, sigma Delta}.
+    return mechanisms::JointGroupsNoise(delta, stddev, groups.scales);
   }
-  for (double c : groups.clip_norms) out.push_back({m * c, noise_multiplier * delta});
-  return out;
+  std::vector<double> sensitivities;
+  for (double c : groups.clip_norms) sensitivities.push_back(m * c);
+  return mechanisms::IndependentGroupsNoise(
+      sensitivities, std::vector<double>(sensitivities.size(), stddev));
 }
 
 }  // namespace dpkit::optim

@@ -13,7 +13,8 @@
 //              <= C; group g gets noise N(0, (sigma C s_g)^2). This is the flat Gaussian
 //              sum query (clip C, noise sigma C) on the rescaled record (g_g / s_g),
 //              followed by the fixed rescaling by s_g (post-processing), exactly as
-//              mechanisms/gaussian_sum_query.h's GaussianSumQuery::Joint; one ledger entry
+//              mechanisms/gaussian_sum_query.h's GaussianSumQuery::Joint (whose clip
+//              factors and noise plan this file calls); one ledger entry
 //              {C, sigma C}. A group with a small s_g gets less noise and a smaller share
 //              of the clip norm.
 //
@@ -46,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "mechanisms/gaussian_sum_query.h"
 
 namespace dpkit::optim {
 
@@ -91,20 +93,20 @@ void RecordClipFactors(const ClippingGroups& groups, absl::Span<const double> gr
 // 1 for single-example records, 2 for microbatches of k > 1 examples (see the file comment).
 double SensitivityMultiplier(int64_t microbatch_size);
 
-// Noise standard deviation of each group's coordinates: sigma * Delta (times s_g, joint),
-// Delta = SensitivityMultiplier(k) * TotalSensitivity().
-std::vector<double> GroupNoiseStddevs(const ClippingGroups& groups, double noise_multiplier,
-                                      int64_t microbatch_size);
-
-// The sum queries of one step for the ledger: flat/per-layer {m C_g, sigma Delta} per
-// group; joint one {m C, sigma m C} (m = SensitivityMultiplier(k)). Their collapsed noise
-// multiplier (McMahan et al. 2018, eq. (1)) is sigma.
-struct SumQueryEntry {
-  double clip_norm;     // the query's L2 sensitivity
-  double noise_stddev;  // in the same units
-};
-std::vector<SumQueryEntry> LedgerSumQueries(const ClippingGroups& groups,
-                                            double noise_multiplier, int64_t microbatch_size);
+// The noise plan of one DP step: the ONE place where (clip norm, noise multiplier, groups,
+// scales, microbatching) become both the noise standard deviation of each group's
+// coordinates and the ledger's sum-query records, so what is drawn and what is recorded
+// cannot disagree. With m = SensitivityMultiplier(k) and Delta = m * TotalSensitivity():
+//   flat / per_layer  group g: noise sigma Delta, record {m C_g, sigma Delta}
+//                     (mechanisms::IndependentGroupsNoise);
+//   joint             group g: noise sigma Delta s_g, one record {Delta, sigma Delta}
+//                     (mechanisms::JointGroupsNoise).
+// The records' collapsed noise multiplier (McMahan et al. 2018, eq. (1)) is sigma. With
+// sigma = 0 (not private) the standard deviations are 0 and the records are not a valid
+// ledger entry (the trainers write no ledger then).
+using NoisePlan = mechanisms::SumQueryNoise;
+NoisePlan MakeNoisePlan(const ClippingGroups& groups, double noise_multiplier,
+                        int64_t microbatch_size);
 
 }  // namespace dpkit::optim
 

@@ -68,7 +68,7 @@ TEST(ClippingTest, JointClippingBoundsTheRescaledNormWithOneFactor) {
 
 // McMahan et al. 2018, eq. (1), written out here (not taken from //accounting):
 // z = (sum_g (Delta_g / s_g)^2)^(-1/2).
-double Collapsed(const std::vector<SumQueryEntry>& queries) {
+double Collapsed(const std::vector<accounting::SumQueryRecord>& queries) {
   double sum = 0;
   for (const auto& q : queries) sum += std::pow(q.clip_norm / q.noise_stddev, 2);
   return 1.0 / std::sqrt(sum);
@@ -81,7 +81,7 @@ TEST(ClippingTest, LedgerQueriesCollapseToTheNoiseMultiplierInEveryMode) {
   auto joint = MakeClippingGroups(ClippingMode::kJoint, 1.5, 3, {{0, 1}, {2}}, {1.0, 0.25});
   for (const auto* groups : {&*flat, &*per_layer, &*joint}) {
     for (int64_t k : {1, 4}) {
-      EXPECT_NEAR(Collapsed(LedgerSumQueries(*groups, sigma, k)), sigma, 1e-12);
+      EXPECT_NEAR(Collapsed(MakeNoisePlan(*groups, sigma, k).records), sigma, 1e-12);
     }
   }
 }
@@ -93,16 +93,19 @@ TEST(ClippingTest, MicrobatchesDoubleTheSensitivityAndTheNoise) {
   // both of norm <= C, so Delta = 2C (see clipping.h).
   EXPECT_EQ(SensitivityMultiplier(1), 1.0);
   EXPECT_EQ(SensitivityMultiplier(2), 2.0);
-  EXPECT_DOUBLE_EQ(LedgerSumQueries(*flat, 1.3, 1)[0].clip_norm, 1.5);
-  EXPECT_DOUBLE_EQ(LedgerSumQueries(*flat, 1.3, 3)[0].clip_norm, 3.0);
-  EXPECT_DOUBLE_EQ(GroupNoiseStddevs(*flat, 1.3, 1)[0], 1.3 * 1.5);
-  EXPECT_DOUBLE_EQ(GroupNoiseStddevs(*flat, 1.3, 3)[0], 1.3 * 3.0);
+  EXPECT_DOUBLE_EQ(MakeNoisePlan(*flat, 1.3, 1).records[0].clip_norm, 1.5);
+  EXPECT_DOUBLE_EQ(MakeNoisePlan(*flat, 1.3, 3).records[0].clip_norm, 3.0);
+  EXPECT_DOUBLE_EQ(MakeNoisePlan(*flat, 1.3, 1).group_noise_stddevs[0], 1.3 * 1.5);
+  EXPECT_DOUBLE_EQ(MakeNoisePlan(*flat, 1.3, 3).group_noise_stddevs[0], 1.3 * 3.0);
   // Joint: noise sigma Delta s_g per group.
-  std::vector<double> joint_noise = GroupNoiseStddevs(*joint, 1.3, 2);
+  std::vector<double> joint_noise = MakeNoisePlan(*joint, 1.3, 2).group_noise_stddevs;
   ASSERT_EQ(joint_noise.size(), 2u);
   EXPECT_DOUBLE_EQ(joint_noise[0], 1.3 * 3.0 * 1.0);
   EXPECT_DOUBLE_EQ(joint_noise[1], 1.3 * 3.0 * 0.5);
-  ASSERT_EQ(LedgerSumQueries(*joint, 1.3, 2).size(), 1u);
+  const NoisePlan joint_plan = MakeNoisePlan(*joint, 1.3, 2);
+  ASSERT_EQ(joint_plan.records.size(), 1u);
+  EXPECT_DOUBLE_EQ(joint_plan.records[0].clip_norm, 3.0);
+  EXPECT_DOUBLE_EQ(joint_plan.records[0].noise_stddev, 1.3 * 3.0);
 }
 
 TEST(ClippingTest, RejectsNonPositiveClipNorm) {

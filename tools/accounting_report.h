@@ -1,17 +1,11 @@
-// Accountant dispatch shared by `dpkit epsilon`, `dpkit delta`, `dpkit ledger` and
-// `dpkit reproduce`.
+// The accounting commands' side of the accounting report (accounting/report.h):
+// `dpkit epsilon`, `dpkit delta`, `dpkit ledger` and `dpkit reproduce` choose the
+// accountants with --accountant (rdp, gdp, pld or all), set them up from --rdp_conversion
+// and --epsilon_tolerance, and print the report with its one JSON or text formatter.
 //
-// An accountant is a row in a table: a name (the value of --accountant), whether
-// --accountant=all includes it, and functions that turn an Event into a JSON object
-// for "epsilon at delta" and "delta at epsilon". Adding an accountant (pld, prv) is
-// one RegisterAccountant call from the accountant's own alwayslink library (or one
-// row in BuiltinAccountants() in accounting_report.cc); the commands, the text
-// output and the extra columns of `dpkit reproduce gdp-table1` pick it up.
-//
-// JSON conventions of an accountant's object: "epsilon" or "delta" (a number, or null
-// with "infinite": true when the bound is truly infinite), the accountant's details
-// (e.g. "order", "conversion", "mu"), and "approximate": true when the value is
-// not a certified upper bound.
+// Error policy: with --accountant=all an accountant that cannot handle the event is
+// reported as {"not_applicable": "<reason>"}; selected by name, that is an input error
+// (exit 2). An accountant whose computation fails fails the command.
 #ifndef DPKIT_TOOLS_ACCOUNTING_REPORT_H_
 #define DPKIT_TOOLS_ACCOUNTING_REPORT_H_
 
@@ -19,52 +13,34 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "accounting/event.h"
+#include "accounting/report.h"
 #include "nlohmann/json.hpp"
+
+ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
 namespace dpkit::tools {
 
-struct Accountant {
-  std::string name;      // value of --accountant, key of the JSON output
-  bool in_all = true;    // included in --accountant=all
-  // epsilon at `delta` for `event`. Return FailedPreconditionError when this
-  // accountant cannot handle the event (e.g. GDP on a Laplace event); other
-  // errors are failures.
-  absl::StatusOr<nlohmann::json> (*epsilon)(const accounting::Event& event,
-                                            double delta) = nullptr;
-  // delta at `epsilon` for `event`; same error convention.
-  absl::StatusOr<nlohmann::json> (*delta)(const accounting::Event& event,
-                                          double epsilon) = nullptr;
-  // One line of text output for an object produced by the functions above,
-  // e.g. "epsilon = 1.23 (order 14, improved conversion; certified upper bound)".
-  std::string (*text)(const nlohmann::json& result) = nullptr;
-};
-
-// Adds an accountant (call from a static initialiser). Returns true.
-bool RegisterAccountant(Accountant accountant);
-
-// All accountants: built-in (rdp, gdp) first, then registered ones, in order.
-const std::vector<Accountant>& Accountants();
-
-// Valid values of --accountant: every accountant name and "all".
+// Valid values of --accountant, in report order of computation: rdp, gdp, pld, all.
 std::vector<std::string> AccountantChoices();
 
-// Checks --accountant and returns the accountants it selects.
-absl::StatusOr<std::vector<const Accountant*>> SelectAccountants(
+// Checks --accountant (one line naming the choices on error).
+absl::Status CheckAccountant(const std::string& accountant_flag);
+
+// The report options of the flags: the accountants --accountant selects, --rdp_conversion
+// and --epsilon_tolerance (in [1e-7, 0.1]).
+absl::StatusOr<accounting::ReportOptions> ReportOptionsFromFlags(
     const std::string& accountant_flag);
 
-// {"<name>": {...}, ...} for the selected accountants. With --accountant=all an
-// accountant that cannot handle the event reports {"not_applicable": "<reason>"};
-// when it was selected by name that is an InvalidArgumentError.
-absl::StatusOr<nlohmann::json> EpsilonReport(const accounting::Event& event, double delta,
-                                             const std::string& accountant_flag);
-absl::StatusOr<nlohmann::json> DeltaReport(const accounting::Event& event, double epsilon,
-                                           const std::string& accountant_flag);
-
-// Text rendering of a report: one "name: line" per accountant.
-std::string ReportToText(const nlohmann::json& report);
+// The report of `event` (epsilon at `fixed` = delta, or delta at `fixed` = epsilon) by the
+// accountants of `accountant_flag`, with the error policy of the file comment.
+absl::StatusOr<accounting::PrivacyReport> AccountingReport(const accounting::Event& event,
+                                                           accounting::ReportQuantity quantity,
+                                                           double fixed,
+                                                           const std::string& accountant_flag);
 
 // A JSON number, or null for a non-finite value (callers add "infinite": true).
 // Never NaN: NaN is an internal error and reported as such by the callers.

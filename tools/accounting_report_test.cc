@@ -15,16 +15,20 @@ namespace {
 
 using accounting::Event;
 
-TEST(AccountingReportTest, AllSelectsRdpAndGdpAndRejectsUnknownNames) {
-  auto all = SelectAccountants("all");
-  ASSERT_TRUE(all.ok());
-  std::vector<std::string> names;
-  for (const Accountant* a : *all) names.push_back(a->name);
-  EXPECT_NE(std::find(names.begin(), names.end(), "rdp"), names.end());
-  EXPECT_NE(std::find(names.begin(), names.end(), "gdp"), names.end());
-  auto bad = SelectAccountants("moments");
+using accounting::ReportQuantity;
+using accounting::SlotState;
+
+TEST(AccountingReportTest, AllSelectsEveryAccountantAndRejectsUnknownNames) {
+  auto all = ReportOptionsFromFlags("all");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->rdp && all->gdp && all->pld);
+  auto gdp = ReportOptionsFromFlags("gdp");
+  ASSERT_TRUE(gdp.ok());
+  EXPECT_TRUE(gdp->gdp && !gdp->rdp && !gdp->pld);
+  auto bad = ReportOptionsFromFlags("moments");
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
-  EXPECT_NE(bad.status().message().find("--accountant must be one of"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("--accountant must be one of rdp|gdp|pld|all"),
+            std::string::npos);
 }
 
 TEST(AccountingReportTest, GdpComposesCltMusInQuadrature) {
@@ -33,49 +37,34 @@ TEST(AccountingReportTest, GdpComposesCltMusInQuadrature) {
   Event a = *accounting::DpSgdEvent(0.01, 1.1, 300);
   Event b = *accounting::DpSgdEvent(0.01, 1.1, 700);
   Event both = *Event::Composed({a, b});
-  auto report = EpsilonReport(both, 1e-5, "gdp");
+  auto report = AccountingReport(both, ReportQuantity::kEpsilon, 1e-5, "gdp");
   ASSERT_TRUE(report.ok()) << report.status();
   const double mu = *accounting::CltMu(0.01, 1.1, 1000);
-  EXPECT_NEAR((*report)["gdp"]["mu"].get<double>(), mu, 1e-14 * mu);
-  EXPECT_EQ((*report)["gdp"]["approximate"], true);
-  EXPECT_FALSE(report->contains("rdp"));
+  EXPECT_NEAR(report->gdp.value.mu, mu, 1e-14 * mu);
+  EXPECT_TRUE(report->gdp.value.approximate);
+  EXPECT_EQ(report->rdp.state, SlotState::kNotRun);
 }
 
 TEST(AccountingReportTest, GdpOfAnUnsampledGaussianIsExact) {
   // SelfComposed(Gaussian(2), 4) is exactly (sqrt(4)/2 = 1)-GDP.
   Event e = *Event::SelfComposed(*Event::Gaussian(2.0), 4);
-  auto report = DeltaReport(e, 1.0, "gdp");
+  auto report = AccountingReport(e, ReportQuantity::kDelta, 1.0, "gdp");
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_DOUBLE_EQ((*report)["gdp"]["mu"].get<double>(), 1.0);
-  EXPECT_EQ((*report)["gdp"]["approximate"], false);
-  EXPECT_DOUBLE_EQ((*report)["gdp"]["delta"].get<double>(), *accounting::GdpDelta(1.0, 1.0));
+  EXPECT_DOUBLE_EQ(report->gdp.value.mu, 1.0);
+  EXPECT_FALSE(report->gdp.value.approximate);
+  EXPECT_DOUBLE_EQ(report->gdp.value.value, *accounting::GdpDelta(1.0, 1.0));
 }
 
 TEST(AccountingReportTest, InapplicableAccountantIsMarkedUnderAllAndRejectedByName) {
   Event laplace = *Event::Laplace(2.0);
-  auto all = EpsilonReport(laplace, 1e-5, "all");
+  auto all = AccountingReport(laplace, ReportQuantity::kEpsilon, 1e-5, "all");
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_TRUE((*all)["rdp"]["epsilon"].is_number());
-  EXPECT_TRUE((*all)["gdp"].contains("not_applicable"));
-  EXPECT_NE(ReportToText(*all).find("gdp: not applicable"), std::string::npos);
-  auto named = EpsilonReport(laplace, 1e-5, "gdp");
+  EXPECT_EQ(all->rdp.state, SlotState::kComputed);
+  EXPECT_EQ(all->gdp.state, SlotState::kNotApplicable);
+  auto named = AccountingReport(laplace, ReportQuantity::kEpsilon, 1e-5, "gdp");
   EXPECT_TRUE(absl::IsInvalidArgument(named.status()));
-}
-
-absl::StatusOr<nlohmann::json> FakeEpsilon(const Event&, double delta) {
-  return nlohmann::json{{"epsilon", delta * 2}};
-}
-
-TEST(AccountingReportTest, RegisteredAccountantJoinsAllAndText) {
-  RegisterAccountant(Accountant{"fake_for_testing", true, &FakeEpsilon, nullptr, nullptr});
-  Event e = *accounting::DpSgdEvent(0.01, 1.1, 10);
-  auto report = EpsilonReport(e, 0.25, "all");
-  ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ((*report)["fake_for_testing"]["epsilon"], 0.5);
-  EXPECT_NE(ReportToText(*report).find("fake_for_testing: "), std::string::npos);
-  // It has no delta function: skipped under all, an error by name.
-  EXPECT_TRUE(DeltaReport(e, 1.0, "all").ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(DeltaReport(e, 1.0, "fake_for_testing").status()));
+  EXPECT_NE(named.status().message().find("--accountant=gdp cannot account this: "),
+            std::string::npos);
 }
 
 TEST(AccountingReportTest, StepsForEpochsRoundsUpAndNamesTheFlag) {

@@ -35,11 +35,13 @@ CUDA_LIBS=""
 SOURCES=(
   tools/dpkit_main.cc tools/cli.cc tools/command.cc tools/common_flags.cc tools/train_command.cc
   models/trainer_registry.cc models/idx_reader.cc models/mnist_models.cc
-  models/training_ledger.cc models/mnist_trainer.cc models/dp_training_loop.cc
+  models/training_ledger.cc models/mnist_trainer.cc models/files.cc
+  models/engine/checkpoint.cc models/engine/epoch_report.cc models/engine/run_plan.cc
+  models/engine/training_engine.cc models/engine/torch_task.cc
   models/dp_step_options.cc
   optim/clipping.cc optim/poisson_sampler.cc
   optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc optim/torch/cpu_threads.cc
-  mechanisms/random.cc mechanisms/gaussian.cc
+  mechanisms/random.cc mechanisms/gaussian.cc mechanisms/gaussian_sum_query.cc
   accounting/event.cc accounting/rdp.cc accounting/gdp.cc accounting/ledger.cc
   accounting/pld.cc accounting/conversions.cc accounting/calibrate.cc
   accounting/internal/format.cc accounting/internal/json_parse.cc

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "accounting/calibrate.h"
 #include "nlohmann/json.hpp"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -25,7 +26,7 @@ ABSL_FLAG(std::string, solve_for, "noise_multiplier",
 // Defined with the rdp accountant (tools/accounting_report.cc): calibrate converts RDP
 // to epsilon exactly as `dpkit epsilon --accountant=rdp` does.
 ABSL_DECLARE_FLAG(std::string, rdp_conversion);
-// Defined with the pld accountant (tools/pld_accountant.cc), same meaning and range.
+// Defined with the accounting report flags (tools/accounting_report.cc), same meaning and range.
 ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
 namespace dpkit::tools {
@@ -91,7 +92,7 @@ std::string Kind(accounting::Accountant accountant) {
 absl::Status RunCalibrate(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
@@ -107,7 +108,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
   const double target = absl::GetFlag(FLAGS_target_epsilon);
   if (absl::Status s = CheckFinitePositive("target_epsilon", target); !s.ok()) return s;
   const double delta = absl::GetFlag(FLAGS_delta);
-  if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+  if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
   const std::string name = FlagGiven("accountant") ? absl::GetFlag(FLAGS_accountant) : "pld";
   if (absl::Status s = CheckOneOf("accountant", name, {"pld", "rdp", "gdp"}); !s.ok()) return s;
   const accounting::Accountant accountant =
@@ -157,7 +158,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       result = accounting::LargestSamplingRateForEpochs(target, delta, *sigma, epochs,
                                                         accountant, options);
     }
-    if (!result.ok()) return absl::OutOfRangeError(result.error());
+    RETURN_IF_ERROR(result);
     out = {{"noise_multiplier", *sigma},          {"epsilon", result->epsilon},
            {"accountant", name},                  {"solve_for", solve_for},
            {"sampling_rate", result->sampling_rate}, {"steps", result->steps},
@@ -184,7 +185,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       if (!sigma.ok()) return sigma.status();
       auto result = accounting::LargestSteps(target, delta, q, *sigma, kMaxCalibratedSteps,
                                              accountant, options);
-      if (!result.ok()) return absl::OutOfRangeError(result.error());
+      RETURN_IF_ERROR(result);
       if (result->steps == 0) {
         return absl::OutOfRangeError(absl::StrCat(
             "even one step (sampling_rate ", FormatNumber(q), ", noise_multiplier ",
@@ -227,7 +228,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
       }
       auto result =
           accounting::CalibrateNoiseMultiplier(target, delta, q, steps, accountant, options);
-      if (!result.ok()) return absl::OutOfRangeError(result.error());
+      RETURN_IF_ERROR(result);
       out = {{"noise_multiplier", result->noise_multiplier},
              {"epsilon", result->epsilon},
              {"accountant", name},

@@ -55,7 +55,7 @@ absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
     }
     if (!allowed(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", name, " (this command takes: --",
+          "unknown flag --", Abbreviate(name), " (this command takes: --",
           absl::StrJoin(command.flags, ", --"), ")"));
     }
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -82,8 +82,14 @@ absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, ": cannot parse '", value, "' (", error, ")"));
+      // Abseil's message repeats the value; name the expected type instead.
+      const char* type = flag->IsOfType<double>()    ? "a number"
+                         : flag->IsOfType<int64_t>()  ? "an integer"
+                         : flag->IsOfType<uint64_t>() ? "a non-negative integer"
+                         : flag->IsOfType<bool>()     ? "true or false"
+                                                      : "a value";
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": cannot parse '",
+                                                     Abbreviate(value), "' as ", type));
     }
     if (GivenFlags().count(name) > 0) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " is given twice"));
@@ -133,8 +139,41 @@ absl::Status CheckOneOf(absl::string_view name, absl::string_view value,
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "--", name, " must be one of ", absl::StrJoin(allowed, "|"), ", got '", value,
-      "'"));
+      "--", name, " must be one of ", absl::StrJoin(allowed, "|"), ", got '",
+      Abbreviate(value), "'"));
+}
+
+absl::Status CheckDelta(absl::string_view name, double value, double min_delta) {
+  if (value >= min_delta && value < 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [",
+                                                 FormatNumber(min_delta), ", 1), got ",
+                                                 FormatNumber(value)));
+}
+
+absl::Status CheckPositiveAtMost(absl::string_view name, double value, double max) {
+  if (std::isfinite(value) && value > 0 && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " must be finite and in (0, ",
+                                                 FormatNumber(max), "], got ",
+                                                 FormatNumber(value)));
+}
+
+std::string Abbreviate(absl::string_view text) {
+  constexpr size_t kMax = 80;
+  std::string out;
+  for (char c : text.substr(0, kMax)) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  if (text.size() > kMax) absl::StrAppend(&out, "... (", text.size(), " characters)");
+  return out;
 }
 
 std::string FormatNumber(double value) {

@@ -36,6 +36,20 @@ absl::Status CheckPositiveInt(absl::string_view name, int64_t value);
 absl::Status CheckOneOf(absl::string_view name, absl::string_view value,
                         const std::vector<std::string>& allowed);
 
+// Smallest --delta the accounting commands accept: below it the RDP conversions leave
+// double's range (exp(-708) underflows), so smaller values are refused at parse time.
+inline constexpr double kMinDelta = 1e-300;
+// --delta in [min_delta, 1) (kMinDelta unless a command's accountants need more),
+// "--delta must be in [1e-300, 1), got 2".
+absl::Status CheckDelta(absl::string_view name, double value, double min_delta = kMinDelta);
+// A finite value in (0, max]: "--scale must be finite and in (0, 1e+300], got 1e+308".
+absl::Status CheckPositiveAtMost(absl::string_view name, double value, double max);
+
+// A user's text for an error message: at most ~80 characters (longer text is cut with
+// "..." and its length), control characters (a newline in a file name) escaped, so that
+// every error stays one short line.
+std::string Abbreviate(absl::string_view text);
+
 // Formats a number for output: shortest round-trip decimal, "inf" only for a true
 // infinity. NaN must never reach output; callers check before formatting.
 std::string FormatNumber(double value);

@@ -19,12 +19,50 @@ std::map<std::string, Command>& Registry() {
   return *registry;
 }
 
+struct RawCommand {
+  std::string summary;
+  int (*main)(int argc, char** argv);
+};
+
+std::map<std::string, RawCommand>& RawRegistry() {
+  static auto* registry = new std::map<std::string, RawCommand>();
+  return *registry;
+}
+
+// An error message as one line of at most kMaxMessage characters: control characters
+// escaped (a file name may hold a newline), the middle of a longer message cut (a ledger
+// line echoed in full could be megabytes).
+std::string OneLine(absl::string_view message) {
+  constexpr size_t kMaxMessage = 1000;
+  std::string out;
+  for (char c : message) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  if (out.size() > kMaxMessage) {
+    out = absl::StrCat(out.substr(0, kMaxMessage - 120), " ... ",
+                       out.substr(out.size() - 80), " (", out.size(), " characters)");
+  }
+  return out;
+}
+
 void PrintProgramHelp() {
   std::printf(
       "dpkit: differential privacy accounting, mechanisms and training.\n\n"
       "Usage: dpkit COMMAND [--flag=value ...] [ARGS]\n\nCommands:\n");
-  for (const Command* c : RegisteredCommands()) {
-    std::printf("  %-12s %s\n", c->name.c_str(), c->summary.c_str());
+  std::map<std::string, std::string> summaries;
+  for (const Command* c : RegisteredCommands()) summaries[c->name] = c->summary;
+  for (const auto& [name, raw] : RawRegistry()) summaries[name] = raw.summary;
+  for (const auto& [name, summary] : summaries) {
+    std::printf("  %-12s %s\n", name.c_str(), summary.c_str());
   }
   std::printf("\nRun `dpkit COMMAND --help` for the flags of one command.\n");
 }
@@ -53,6 +91,12 @@ bool RegisterCommand(Command command) {
   return true;
 }
 
+bool RegisterRawCommand(const std::string& name, const std::string& summary,
+                        int (*main)(int argc, char** argv)) {
+  RawRegistry().emplace(name, RawCommand{summary, main});
+  return true;
+}
+
 std::vector<const Command*> RegisteredCommands() {
   std::vector<const Command*> out;
   for (const auto& [name, command] : Registry()) out.push_back(&command);
@@ -69,11 +113,14 @@ int RunMain(int argc, char** argv) {
     PrintProgramHelp();
     return kExitOk;
   }
+  if (auto raw = RawRegistry().find(name); raw != RawRegistry().end()) {
+    return raw->second.main(argc, argv);
+  }
   auto it = Registry().find(name);
   if (it == Registry().end()) {
     std::fprintf(stderr,
                  "dpkit: unknown command '%s' (run `dpkit --help` for the list)\n",
-                 name.c_str());
+                 Abbreviate(name).c_str());
     return kExitUsage;
   }
   const Command& command = it->second;
@@ -87,14 +134,12 @@ int RunMain(int argc, char** argv) {
   CommandContext context;
   absl::Status parsed = ParseCommandFlags(command, argc - 2, argv + 2, &context.args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
-                 std::string(parsed.message()).c_str());
+    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(parsed.message()).c_str());
     return kExitUsage;
   }
   absl::Status status = command.run(context);
   if (status.ok()) return kExitOk;
-  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(),
-               std::string(status.message()).c_str());
+  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(status.message()).c_str());
   return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
                  absl::IsNotFound(status)
              ? kExitUsage

@@ -38,6 +38,12 @@ struct Command {
 // Registers a command; called from static initialisers. Returns true.
 bool RegisterCommand(Command command);
 
+// Registers a command that takes over the whole command line: RunMain hands it argv
+// unparsed (argv[1] is its name), including --help, and returns its exit code. `dpkit
+// train` is one: it execs the training binary (tools/train_launcher.cc). Returns true.
+bool RegisterRawCommand(const std::string& name, const std::string& summary,
+                        int (*main)(int argc, char** argv));
+
 // All registered commands, sorted by name.
 std::vector<const Command*> RegisteredCommands();
 

@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "accounting/event.h"
+#include "accounting/report.h"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -20,16 +22,13 @@ enum class Query { kEpsilonAtDelta, kDeltaAtEpsilon };
 absl::Status RunQuery(const CommandContext& context, Query query) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
   const std::string accountant = absl::GetFlag(FLAGS_accountant);
-  if (auto selected = SelectAccountants(accountant); !selected.ok()) {
-    return selected.status();
-  }
-  absl::StatusOr<DpSgdParameters> params = DpSgdParametersFromFlags();
-  if (!params.ok()) return params.status();
+  RETURN_IF_ERROR(ReportOptionsFromFlags(accountant));
+  ASSIGN_OR_RETURN(const DpSgdParameters params, DpSgdParametersFromFlags());
 
   // The fixed coordinate: delta for `epsilon`, epsilon for `delta`.
   const bool at_delta = query == Query::kEpsilonAtDelta;
@@ -37,7 +36,7 @@ absl::Status RunQuery(const CommandContext& context, Query query) {
   double fixed = 0;
   if (at_delta) {
     fixed = absl::GetFlag(FLAGS_delta);
-    if (absl::Status s = CheckOpenUnit("delta", fixed); !s.ok()) return s;
+    if (absl::Status s = CheckDelta("delta", fixed); !s.ok()) return s;
   } else {
     if (!FlagGiven("epsilon")) {
       return absl::InvalidArgumentError("--epsilon (finite, >= 0) is required");
@@ -46,22 +45,24 @@ absl::Status RunQuery(const CommandContext& context, Query query) {
     if (absl::Status s = CheckFiniteNonNegative("epsilon", fixed); !s.ok()) return s;
   }
 
-  auto event = accounting::DpSgdEvent(params->sampling_rate, params->noise_multiplier,
-                                      params->steps);
-  if (!event.ok()) return absl::InvalidArgumentError(event.error());
-  absl::StatusOr<nlohmann::json> report = at_delta
-                                              ? EpsilonReport(*event, fixed, accountant)
-                                              : DeltaReport(*event, fixed, accountant);
-  if (!report.ok()) return report.status();
+  ASSIGN_OR_RETURN(const accounting::Event event,
+                   accounting::DpSgdEvent(params.sampling_rate, params.noise_multiplier,
+                                          params.steps));
+  ASSIGN_OR_RETURN(
+      const accounting::PrivacyReport report,
+      AccountingReport(event,
+                       at_delta ? accounting::ReportQuantity::kEpsilon
+                                : accounting::ReportQuantity::kDelta,
+                       fixed, accountant));
 
-  nlohmann::json out = *report;
-  out["input"] = params->ToJson();
+  nlohmann::json out = accounting::ReportToJson(report);
+  out["input"] = params.ToJson();
   out["input"][fixed_name] = fixed;
   const std::string text = absl::StrCat(
-      "DP-SGD: sampling_rate = ", FormatNumber(params->sampling_rate),
-      ", noise_multiplier = ", FormatNumber(params->noise_multiplier),
-      ", steps = ", params->steps, ", ", fixed_name, " = ", FormatNumber(fixed), "\n",
-      ReportToText(*report));
+      "DP-SGD: sampling_rate = ", FormatNumber(params.sampling_rate),
+      ", noise_multiplier = ", FormatNumber(params.noise_multiplier),
+      ", steps = ", params.steps, ", ", fixed_name, " = ", FormatNumber(fixed), "\n",
+      accounting::ReportToText(report));
   PrintReport(out, text, *as_json);
   return absl::OkStatus();
 }

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "accounting/event.h"
 #include "accounting/ledger.h"
+#include "accounting/report.h"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -23,9 +25,7 @@ absl::Status RunLedger(const CommandContext& context) {
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
   const std::string accountant = absl::GetFlag(FLAGS_accountant);
-  if (auto selected = SelectAccountants(accountant); !selected.ok()) {
-    return selected.status();
-  }
+  RETURN_IF_ERROR(ReportOptionsFromFlags(accountant));
   const bool want_delta = FlagGiven("epsilon");
   if (want_delta && FlagGiven("delta")) {
     return absl::InvalidArgumentError(
@@ -36,22 +36,24 @@ absl::Status RunLedger(const CommandContext& context) {
   if (want_delta) {
     if (absl::Status s = CheckFiniteNonNegative("epsilon", epsilon); !s.ok()) return s;
   } else {
-    if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+    if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
   }
 
   const std::string& path = context.args[0];
   auto entries = accounting::ReadLedger(path);
-  if (!entries.ok()) return absl::InvalidArgumentError(entries.error());
+  RETURN_IF_ERROR(entries);
   auto event = accounting::LedgerToEvent(*entries);
   if (!event.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", event.error()));
+    return base::WithContext(base::ToStatus(event), path);
   }
-  absl::StatusOr<nlohmann::json> report = want_delta
-                                              ? DeltaReport(*event, epsilon, accountant)
-                                              : EpsilonReport(*event, delta, accountant);
-  if (!report.ok()) return report.status();
+  ASSIGN_OR_RETURN(
+      const accounting::PrivacyReport report,
+      AccountingReport(*event,
+                       want_delta ? accounting::ReportQuantity::kDelta
+                                  : accounting::ReportQuantity::kEpsilon,
+                       want_delta ? epsilon : delta, accountant));
 
-  nlohmann::json out = *report;
+  nlohmann::json out = accounting::ReportToJson(report);
   out["input"] = {{"ledger", path}, {"entries", entries->size()}, {"event", event->ToJson()}};
   if (want_delta) {
     out["input"]["epsilon"] = epsilon;
@@ -61,7 +63,7 @@ absl::Status RunLedger(const CommandContext& context) {
   const std::string text = absl::StrCat(
       "ledger ", path, ": ", entries->size(), " entries, ",
       want_delta ? "epsilon = " + FormatNumber(epsilon) : "delta = " + FormatNumber(delta),
-      "\n", ReportToText(*report));
+      "\n", accounting::ReportToText(report));
   PrintReport(out, text, *as_json);
   return absl::OkStatus();
 }

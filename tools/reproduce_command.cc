@@ -20,8 +20,6 @@
 //              certified lower bound from rdp and the CLT value from gdp, read from
 //              each accountant's JSON ("min_error_lower"/"min_error_upper",
 //              "min_error") when the accountant reports it.
-// Every further accountant registered in accounting_report.h with in_all adds a
-// column "epsilon_<name>" automatically.
 //
 // gdp-experiments: Bu et al. 2020, Sec. 5 (Adult, IMDb, MovieLens 1M): the same
 // columns for the paper's three other settings. The paper's mu and eps_CLT come from
@@ -31,7 +29,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,6 +44,9 @@
 #include "accounting/event.h"
 #include "accounting/gdp.h"
 #include "accounting/rdp.h"
+#include "accounting/report.h"
+#include "accounting/report_rounding.h"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -76,35 +79,22 @@ json Cell(double paper, double dpkit, bool agrees) {
   return json{{"paper", paper}, {"dpkit", JsonNumber(dpkit)}, {"agrees", agrees}};
 }
 
-const Accountant* FindAccountant(const std::string& name) {
-  for (const Accountant& a : Accountants()) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
+// A probability as a percentage with one decimal ("77.6%"), rounded as `rounding` says:
+// the digits of the probability at 3 decimals (accounting/report_rounding.h), the point
+// moved two places in the text, so a certified bound stays one when printed.
+std::string Percent(const json& value, accounting::Rounding rounding) {
+  if (!value.is_number() || !(value.get<double>() >= 0)) return "    - ";
+  const std::string text = accounting::FormatFixed(value.get<double>(), 3, rounding);
+  const size_t point = text.find('.');
+  const int tenths = std::stoi(text.substr(0, point)) * 1000 + std::stoi(text.substr(point + 1));
+  return absl::StrFormat("%3d.%d%%", tenths / 10, tenths % 10);
 }
 
-// The accountant's epsilon JSON, or null when it is not registered or cannot account
-// the event.
-absl::StatusOr<json> AccountantJson(const std::string& name, const accounting::Event& event,
-                                    double delta) {
-  const Accountant* a = FindAccountant(name);
-  if (a == nullptr || a->epsilon == nullptr) return json(nullptr);
-  absl::StatusOr<json> r = a->epsilon(event, delta);
-  if (absl::IsFailedPrecondition(r.status())) return json(nullptr);
-  if (!r.ok()) {
-    return absl::Status(r.status().code(), absl::StrCat(name, ": ", r.status().message()));
-  }
-  return *r;
-}
-
-std::string Percent(const json& value) {
-  return value.is_number() ? absl::StrFormat("%5.1f%%", 100 * value.get<double>())
-                           : std::string("    - ");
-}
-
-std::string Fixed(const json& value) {
-  return value.is_number() ? absl::StrFormat("%7.4f", value.get<double>())
-                           : std::string("      -");
+// A bound with 4 decimals, rounded as `rounding` says, right-aligned in 7 characters.
+std::string Fixed(const json& value, accounting::Rounding rounding) {
+  return value.is_number()
+             ? absl::StrFormat("%7s", accounting::FormatFixed(value.get<double>(), 4, rounding))
+             : std::string("      -");
 }
 
 // The certified columns of one setting: "epsilon_pld" {upper, lower} and "min_error"
@@ -120,28 +110,39 @@ struct CertifiedColumns {
 absl::StatusOr<CertifiedColumns> Certified(const accounting::Event& event, double delta,
                                            double sampling_rate, int64_t steps) {
   CertifiedColumns c;
-  absl::StatusOr<json> pld = AccountantJson("pld", event, delta);
-  if (!pld.ok()) return pld.status();
-  absl::StatusOr<json> rdp = AccountantJson("rdp", event, delta);
-  if (!rdp.ok()) return rdp.status();
-  absl::StatusOr<json> gdp = AccountantJson("gdp", event, delta);
-  if (!gdp.ok()) return gdp.status();
-  auto field = [](const json& r, const char* key) {
-    return r.is_object() && r.contains(key) ? r[key] : json(nullptr);
+  // The accounting report with every accountant at its defaults (as `dpkit epsilon`
+  // without flags); an accountant that cannot account the event leaves its cells null.
+  const accounting::PrivacyReport report =
+      accounting::ComputeReport(event, accounting::ReportQuantity::kEpsilon, delta, {});
+  for (const auto& [name, state, message] :
+       {std::tuple<const char*, accounting::SlotState, std::string>{"rdp", report.rdp.state,
+                                                                    report.rdp.message},
+        {"gdp", report.gdp.state, report.gdp.message},
+        {"pld", report.pld.state, report.pld.message}}) {
+    if (state == accounting::SlotState::kFailed) {
+      return base::WithContext(base::ToStatus(accounting::Error{message}), name);
+    }
+  }
+  const bool pld = report.pld.state == accounting::SlotState::kComputed;
+  const bool rdp = report.rdp.state == accounting::SlotState::kComputed;
+  const bool gdp = report.gdp.state == accounting::SlotState::kComputed;
+  auto optional = [](bool computed, const std::optional<double>& value) {
+    return computed && value ? JsonNumber(*value) : json(nullptr);
   };
-  c.epsilon_pld = {{"upper", field(*pld, "epsilon_upper")},
-                   {"lower", field(*pld, "epsilon_lower")},
+  c.epsilon_pld = {{"upper", pld ? JsonNumber(report.pld.value.upper) : json(nullptr)},
+                   {"lower", pld ? JsonNumber(report.pld.value.lower) : json(nullptr)},
                    {"certified", true}};
-  c.min_error = {{"pld_lower", field(*pld, "min_error_lower")},
-                 {"pld_upper", field(*pld, "min_error_upper")},
-                 {"rdp_lower", field(*rdp, "min_error_lower")},
-                 {"gdp_clt", field(*gdp, "min_error")}};
-  c.text = absl::StrCat(" | ", Fixed(c.epsilon_pld["upper"]), " [",
-                        Fixed(c.epsilon_pld["lower"]), "] | ",
-                        Percent(c.min_error["pld_lower"]), "-",
-                        Percent(c.min_error["pld_upper"]), " ",
-                        Percent(c.min_error["rdp_lower"]), " ",
-                        Percent(c.min_error["gdp_clt"]));
+  c.min_error = {{"pld_lower", optional(pld, report.pld.value.min_error_lower)},
+                 {"pld_upper", optional(pld, report.pld.value.min_error_upper)},
+                 {"rdp_lower", optional(rdp, report.rdp.value.min_error_lower)},
+                 {"gdp_clt", optional(gdp, report.gdp.value.min_error)}};
+  using accounting::Rounding;
+  c.text = absl::StrCat(" | ", Fixed(c.epsilon_pld["upper"], Rounding::kUp), " [",
+                        Fixed(c.epsilon_pld["lower"], Rounding::kDown), "] | ",
+                        Percent(c.min_error["pld_lower"], Rounding::kDown), "-",
+                        Percent(c.min_error["pld_upper"], Rounding::kUp), " ",
+                        Percent(c.min_error["rdp_lower"], Rounding::kDown), " ",
+                        Percent(c.min_error["gdp_clt"], Rounding::kNearest));
   // sigma~ of Bu et al. 2020, eqs. (3.3)-(3.4) from the certified PLD interval instead
   // of the moments accountant (the same chain as accounting::CltEquivalentNoiseMultiplier):
   // the noise multiplier with which the CLT would claim the exact epsilon lies in
@@ -205,13 +206,6 @@ absl::Status ReproduceGdpTable1(bool as_json) {
   const std::vector<double> rdp_orders = accounting::DefaultRdpOrders();
   json rows = json::array();
   int disagreements = 0;
-  std::vector<std::string> extra_columns;
-  for (const Accountant& a : Accountants()) {
-    if (a.in_all && a.name != "rdp" && a.name != "gdp" && a.name != "pld" &&
-        a.epsilon != nullptr) {
-      extra_columns.push_back(a.name);
-    }
-  }
   std::string text = absl::StrCat(
       "Bu, Dong, Long, Su 2020, Table 1: MNIST, p = 256/60000, delta = 1e-5,\n"
       "steps = ceil(epochs * 60000 / 256). mu and eps_CLT are CLT APPROXIMATIONS "
@@ -222,30 +216,29 @@ absl::Status ReproduceGdpTable1(bool as_json) {
                       "epochs", "steps", "mu", "dpkit", "epsCLT", "dpkit", "epsMA",
                       "dpkit", "diff", "epsRDP"),
       kCertifiedHeader);
-  for (const std::string& name : extra_columns) absl::StrAppend(&text, " | eps_", name);
   absl::StrAppend(&text, "\n");
 
   for (const Table1Row& row : kTable1) {
     auto steps = StepsForEpochs(row.epochs, kDatasetSize, kBatchSize);
-    if (!steps.ok()) return absl::InternalError(steps.status().message());
+    RETURN_IF_ERROR(steps);
     auto event = accounting::DpSgdEvent(q, row.sigma, *steps);
-    if (!event.ok()) return absl::InternalError(event.error());
+    RETURN_IF_ERROR(event);
 
     auto mu = accounting::CltMu(q, row.sigma, *steps);
-    if (!mu.ok()) return absl::InternalError(mu.error());
+    RETURN_IF_ERROR(mu);
     auto eps_clt = accounting::GdpEpsilon(*mu, kDelta);
-    if (!eps_clt.ok()) return absl::InternalError(eps_clt.error());
+    RETURN_IF_ERROR(eps_clt);
 
     auto ma_rdp = accounting::ComputeRdp(*event, ma_orders);
-    if (!ma_rdp.ok()) return absl::InternalError(ma_rdp.error());
+    RETURN_IF_ERROR(ma_rdp);
     auto eps_ma = accounting::RdpToEpsilon(ma_orders, *ma_rdp, kDelta,
                                            accounting::RdpConversion::kClassic);
-    if (!eps_ma.ok()) return absl::InternalError(eps_ma.error());
+    RETURN_IF_ERROR(eps_ma);
 
     auto rdp = accounting::ComputeRdp(*event, rdp_orders);
-    if (!rdp.ok()) return absl::InternalError(rdp.error());
+    RETURN_IF_ERROR(rdp);
     auto eps_rdp = accounting::RdpToEpsilonOptimal(rdp_orders, *rdp, kDelta);
-    if (!eps_rdp.ok()) return absl::InternalError(eps_rdp.error());
+    RETURN_IF_ERROR(eps_rdp);
 
     const bool mu_ok = std::abs(*mu - row.mu) <= kTwoDecimals;
     const bool clt_ok = std::abs(*eps_clt - row.epsilon_clt) <= kTwoDecimals;
@@ -267,33 +260,16 @@ absl::Status ReproduceGdpTable1(bool as_json) {
     absl::StrAppend(
         &text,
         absl::StrFormat("%5.2f %6g %6d | %5.2f %7.4f | %6.2f %7.4f | %6.2f %7.4f %+5.2f%% "
-                        "| %7.4f",
+                        "| %7s",
                         row.sigma, row.epochs, *steps, row.mu, *mu, row.epsilon_clt,
                         *eps_clt, row.epsilon_ma, eps_ma->epsilon, 100 * ma_diff,
-                        eps_rdp->epsilon));
+                        accounting::FormatFixed(eps_rdp->epsilon, 4, accounting::Rounding::kUp)));
     absl::StatusOr<CertifiedColumns> certified = Certified(*event, kDelta, q, *steps);
     if (!certified.ok()) return certified.status();
     out["epsilon_pld"] = certified->epsilon_pld;
     out["min_error"] = certified->min_error;
     out["sigma_tilde_pld"] = certified->sigma_tilde;
     absl::StrAppend(&text, certified->text);
-    for (const std::string& name : extra_columns) {
-      for (const Accountant& a : Accountants()) {
-        if (a.name != name) continue;
-        absl::StatusOr<json> r = a.epsilon(*event, kDelta);
-        if (!r.ok()) {
-          return absl::Status(r.status().code(),
-                              absl::StrCat(name, ": ", r.status().message()));
-        }
-        json cell = {{"dpkit", r->contains("epsilon") ? (*r)["epsilon"] : *r}};
-        if (r->contains("epsilon")) cell["details"] = *r;
-        out["epsilon_" + name] = cell;
-        absl::StrAppend(&text, " | ",
-                        cell["dpkit"].is_number()
-                            ? absl::StrFormat("%7.4f", cell["dpkit"].get<double>())
-                            : cell["dpkit"].dump());
-      }
-    }
     absl::StrAppend(&text, mu_ok && clt_ok && ma_ok ? "" : "  MISMATCH", "\n");
     rows.push_back(out);
   }
@@ -336,27 +312,27 @@ absl::Status ReproduceGdpExperiments(bool as_json) {
   for (const ExperimentRow& row : kExperimentRows) {
     const double q = row.batch_size / row.dataset_size;
     auto steps = StepsForEpochs(row.epochs, row.dataset_size, row.batch_size);
-    if (!steps.ok()) return absl::InternalError(steps.status().message());
+    RETURN_IF_ERROR(steps);
     auto event = accounting::DpSgdEvent(q, row.sigma, *steps);
-    if (!event.ok()) return absl::InternalError(event.error());
+    RETURN_IF_ERROR(event);
 
     // Bu et al. 2020, eq. (3.1) at the unrounded T: mu_CLT(T) = mu_CLT(1) sqrt(T).
     const double clt_steps = row.epochs * row.dataset_size / row.batch_size;
     auto mu_one = accounting::CltMu(q, row.sigma, 1);
-    if (!mu_one.ok()) return absl::InternalError(mu_one.error());
+    RETURN_IF_ERROR(mu_one);
     const double mu = *mu_one * std::sqrt(clt_steps);
     auto eps_clt = accounting::GdpEpsilon(mu, row.delta);
-    if (!eps_clt.ok()) return absl::InternalError(eps_clt.error());
+    RETURN_IF_ERROR(eps_clt);
 
     auto ma_rdp = accounting::ComputeRdp(*event, ma_orders);
-    if (!ma_rdp.ok()) return absl::InternalError(ma_rdp.error());
+    RETURN_IF_ERROR(ma_rdp);
     auto eps_ma = accounting::RdpToEpsilon(ma_orders, *ma_rdp, row.delta,
                                            accounting::RdpConversion::kClassic);
-    if (!eps_ma.ok()) return absl::InternalError(eps_ma.error());
+    RETURN_IF_ERROR(eps_ma);
     auto rdp = accounting::ComputeRdp(*event, rdp_orders);
-    if (!rdp.ok()) return absl::InternalError(rdp.error());
+    RETURN_IF_ERROR(rdp);
     auto eps_rdp = accounting::RdpToEpsilonOptimal(rdp_orders, *rdp, row.delta);
-    if (!eps_rdp.ok()) return absl::InternalError(eps_rdp.error());
+    RETURN_IF_ERROR(eps_rdp);
 
     const bool mu_ok = std::abs(mu - row.mu) <= kTwoDecimals;
     const bool clt_ok = std::abs(*eps_clt - row.epsilon_clt) <= kTwoDecimals;
@@ -389,10 +365,11 @@ absl::Status ReproduceGdpExperiments(bool as_json) {
     absl::StrAppend(
         &text,
         absl::StrFormat("%-9s %5.2f %9.6f %5g %6d %6g | %5.2f %7.4f | %6.2f %7.4f | %6.2f "
-                        "%7.4f %+5.2f%% | %7.4f",
+                        "%7.4f %+5.2f%% | %7s",
                         row.name, row.sigma, q, row.epochs, *steps, row.delta, row.mu, mu,
                         row.epsilon_clt, *eps_clt, row.epsilon_ma, eps_ma->epsilon,
-                        100 * ma_diff, eps_rdp->epsilon),
+                        100 * ma_diff,
+                        accounting::FormatFixed(eps_rdp->epsilon, 4, accounting::Rounding::kUp)),
         certified->text, mu_ok && clt_ok && ma_ok ? "" : "  MISMATCH", "\n");
     rows.push_back(out);
   }
@@ -420,11 +397,16 @@ absl::Status RunReproduce(const CommandContext& context) {
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
   for (const Experiment& e : kExperiments) {
-    if (context.args[0] == e.name) return e.run(*as_json);
+    if (context.args[0] != e.name) continue;
+    // A reproduction's inputs are dpkit's own constants: a core error (base/status.h maps
+    // it to kInvalidArgument) is a defect here, exit 1, not bad input.
+    absl::Status status = e.run(*as_json);
+    if (absl::IsInvalidArgument(status)) return absl::InternalError(status.message());
+    return status;
   }
   return absl::InvalidArgumentError(absl::StrCat("EXPERIMENT must be one of ",
                                                  absl::StrJoin(names, "|"), ", got '",
-                                                 context.args[0], "'"));
+                                                 Abbreviate(context.args[0]), "'"));
 }
 
 }  // namespace

@@ -113,10 +113,18 @@ absl::Status RunSample(const CommandContext& context) {
   std::unique_ptr<mechanisms::DiscreteLaplaceSampler> discrete_laplace;
   std::unique_ptr<mechanisms::PrivateSelection> selection;
   std::vector<double> scores;
+  // A sample is at most ~40 stddevs (Gaussian) or ~45 scales (Laplace: b log(1/u) with u
+  // >= 2^-64) from 0, so the largest accepted noise, 1e300, can never print as inf.
+  constexpr double kMaxNoise = 1e300;
   if (mechanism == "gaussian") {
-    if (auto s = CheckFinitePositive("stddev", absl::GetFlag(FLAGS_stddev)); !s.ok()) return s;
+    if (auto s = CheckPositiveAtMost("stddev", absl::GetFlag(FLAGS_stddev), kMaxNoise);
+        !s.ok()) {
+      return s;
+    }
   } else if (mechanism == "laplace") {
-    if (auto s = CheckFinitePositive("scale", absl::GetFlag(FLAGS_scale)); !s.ok()) return s;
+    if (auto s = CheckPositiveAtMost("scale", absl::GetFlag(FLAGS_scale), kMaxNoise); !s.ok()) {
+      return s;
+    }
   } else if (mechanism == "discrete-gaussian") {
     auto sampler = mechanisms::DiscreteGaussianSampler::Create(absl::GetFlag(FLAGS_sigma));
     if (!sampler.ok()) {

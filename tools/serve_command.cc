@@ -190,7 +190,7 @@ void HandleConnection(int fd, std::string root) {
 absl::Status RunServe(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("serve takes no positional arguments, got '", context.args[0], "'"));
+        absl::StrCat("serve takes no positional arguments, got '", Abbreviate(context.args[0]), "'"));
   }
   const int64_t port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {

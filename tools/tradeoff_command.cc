@@ -25,6 +25,8 @@
 #include "accounting/fdp.h"
 #include "accounting/gdp.h"
 #include "accounting/pld.h"
+#include "accounting/report_rounding.h"
+#include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
 #include "tools/command.h"
@@ -42,7 +44,8 @@ struct Curve {
   std::string label;  // legend
   std::string color;
   std::vector<double> beta;  // at the common alphas
-  double min_error;
+  double min_error;  // min over alpha of alpha + beta
+  bool approximate;  // the CLT curve: its minimum is no bound
 };
 
 std::string Csv(const std::vector<double>& alphas, const std::vector<Curve>& curves) {
@@ -106,7 +109,13 @@ std::string Svg(const std::vector<double>& alphas, const std::vector<Curve>& cur
                     "\" stroke-width=\"2\"/>\n", "<text x=\"", left + size + 46, "\" y=\"", ly,
                     "\" dy=\"4\">", c.label, "</text>\n", "<text x=\"", left + size + 46,
                     "\" y=\"", ly + 16, "\" dy=\"4\" font-size=\"11\" fill=\"#555555\">",
-                    "min \u03b1+\u03b2 = ", FormatNumber(std::round(c.min_error * 1e4) / 1e4),
+                    // A certified curve's minimum error is a lower bound, printed rounded
+                    // down; the CLT curve's is an approximation.
+                    c.approximate
+                        ? "min \u03b1+\u03b2 \u2248 " +
+                              accounting::FormatRounded(c.min_error, 4,
+                                                        accounting::Rounding::kNearest)
+                        : "min \u03b1+\u03b2 \u2265 " + accounting::FormatLowerBound(c.min_error, 4),
                     "</text>\n");
     ly += 42;
   }
@@ -149,10 +158,34 @@ absl::Status WriteAtomically(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// The PLD accountant's smallest delta (as accounting::ReportOptions::min_pld_delta).
+constexpr double kMinPldDelta = 1e-100;
+
+// mu of the Gaussian curve: exact sqrt(T)/sigma without subsampling (Dong, Roth, Su 2019,
+// Cor. 3.3), mu_CLT of Bu et al. 2020, eq. (3.1), otherwise.
+absl::StatusOr<double> GaussianCurveMu(const DpSgdParameters& params) {
+  double mu = 0;
+  if (params.sampling_rate < 1) {
+    accounting::Result<double> clt_mu =
+        accounting::CltMu(params.sampling_rate, params.noise_multiplier, params.steps);
+    // Its message names the parameter ("noise_multiplier 1e-320 is too small: ..."): a flag.
+    if (!clt_mu.ok()) return absl::InvalidArgumentError("--" + clt_mu.error());
+    mu = *clt_mu;
+  } else {
+    mu = std::sqrt(static_cast<double>(params.steps)) / params.noise_multiplier;
+  }
+  if (!std::isfinite(mu)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--noise_multiplier ", FormatNumber(params.noise_multiplier),
+        " is far too small: the Gaussian curve's mu overflows a double"));
+  }
+  return mu;
+}
+
 absl::Status RunTradeoff(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", context.args[0], "' (all inputs are flags)"));
+        absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
   const std::string format = FlagGiven("format") ? absl::GetFlag(FLAGS_format) : "csv";
   if (absl::Status s = CheckOneOf("format", format, {"csv", "svg"}); !s.ok()) return s;
@@ -168,30 +201,19 @@ absl::Status RunTradeoff(const CommandContext& context) {
   absl::StatusOr<DpSgdParameters> params = DpSgdParametersFromFlags();
   if (!params.ok()) return params.status();
   const double delta = absl::GetFlag(FLAGS_delta);
-  if (absl::Status s = CheckOpenUnit("delta", delta); !s.ok()) return s;
+  // The PLD accountant's range of delta (the approx_dp curve is at PLD's epsilon).
+  if (absl::Status s = CheckDelta("delta", delta, kMinPldDelta); !s.ok()) return s;
 
-  auto event = accounting::DpSgdEvent(params->sampling_rate, params->noise_multiplier,
-                                      params->steps);
-  if (!event.ok()) return absl::InvalidArgumentError(event.error());
-
-  auto pld = accounting::PldTradeoffCurve(*event);
-  if (!pld.ok()) return absl::FailedPreconditionError("pld curve: " + pld.error());
-  auto rdp = accounting::RdpTradeoffCurveForEvent(*event);
-  if (!rdp.ok()) return absl::FailedPreconditionError("rdp curve: " + rdp.error());
-  auto eps = accounting::PldEpsilon(*event, delta);
-  if (!eps.ok()) return absl::FailedPreconditionError("pld epsilon: " + eps.error());
-  // μ of the Gaussian curve: exact √T/σ without subsampling, μ_CLT (eq. 3.1) otherwise.
+  ASSIGN_OR_RETURN(const accounting::Event event,
+                   accounting::DpSgdEvent(params->sampling_rate, params->noise_multiplier,
+                                          params->steps));
+  // mu first: it refuses noise far too small in microseconds, before the PLD curves.
+  ASSIGN_OR_RETURN(const double mu, GaussianCurveMu(*params));
+  ASSIGN_OR_RETURN(const accounting::TradeoffCurve pld, accounting::PldTradeoffCurve(event));
+  ASSIGN_OR_RETURN(const accounting::TradeoffCurve rdp,
+                   accounting::RdpTradeoffCurveForEvent(event));
+  ASSIGN_OR_RETURN(const accounting::EpsilonBounds eps, accounting::PldEpsilon(event, delta));
   const bool clt = params->sampling_rate < 1;
-  double mu;
-  if (clt) {
-    auto m = accounting::CltMu(params->sampling_rate, params->noise_multiplier, params->steps);
-    if (!m.ok()) return absl::FailedPreconditionError("gdp: " + m.error());
-    mu = *m;
-  } else {
-    mu = std::sqrt(static_cast<double>(params->steps)) / params->noise_multiplier;
-  }
-  if (!std::isfinite(mu)) return absl::FailedPreconditionError("gdp: mu overflows");
-
   std::vector<double> alphas(static_cast<size_t>(points));
   for (int64_t i = 0; i < points; ++i) {
     alphas[static_cast<size_t>(i)] = static_cast<double>(i) / static_cast<double>(points - 1);
@@ -202,28 +224,29 @@ absl::Status RunTradeoff(const CommandContext& context) {
     for (double a : alphas) beta.push_back(accounting::EvaluateTradeoff(c, a));
     return beta;
   };
-  curves.push_back({"pld", "PLD (certified)", "#1f77b4", sample(*pld),
-                    accounting::MinimumErrorSum(*pld)});
-  curves.push_back({"rdp", "RDP-implied (certified)", "#2ca02c", sample(*rdp),
-                    accounting::MinimumErrorSum(*rdp)});
+  curves.push_back({"pld", "PLD (certified)", "#1f77b4", sample(pld),
+                    accounting::MinimumErrorSum(pld), false});
+  curves.push_back({"rdp", "RDP-implied (certified)", "#2ca02c", sample(rdp),
+                    accounting::MinimumErrorSum(rdp), false});
   std::string approx_label = "f(\u03b5,\u03b4) at PLD \u03b5";
-  if (std::isfinite(eps->epsilon_upper)) {
-    auto f = accounting::ApproxDpTradeoffCurve(eps->epsilon_upper, delta);
-    if (!f.ok()) return absl::InternalError(f.error());
+  if (std::isfinite(eps.epsilon_upper)) {
+    auto f = accounting::ApproxDpTradeoffCurve(eps.epsilon_upper, delta);
+    RETURN_IF_ERROR(f);
     curves.push_back({"approx_dp",
                       absl::StrCat("f(\u03b5,\u03b4), \u03b5 = ",
-                                   FormatNumber(std::round(eps->epsilon_upper * 1e4) / 1e4),
+                                   accounting::FormatUpperBound(eps.epsilon_upper, 5),
                                    " (certified)"),
-                      "#ff7f0e", sample(*f), accounting::MinimumErrorSum(*f)});
+                      "#ff7f0e", sample(*f), accounting::MinimumErrorSum(*f), false});
   }
   std::vector<double> gdp;
   for (double a : alphas) gdp.push_back(accounting::GaussianTradeoff(mu, a));
   curves.push_back({"gdp_clt",
                     clt ? absl::StrCat("G\u03bc CLT, \u03bc = ",
-                                       FormatNumber(std::round(mu * 1e4) / 1e4),
+                                       accounting::FormatRounded(
+                                           mu, 5, accounting::Rounding::kNearest),
                                        " (APPROXIMATE)")
                         : absl::StrCat("G\u03bc, \u03bc = ", FormatNumber(mu), " (exact)"),
-                    "#d62728", gdp, std::erfc(mu / (2 * std::sqrt(2.0)))});
+                    "#d62728", gdp, std::erfc(mu / (2 * std::sqrt(2.0))), clt});
   for (const Curve& c : curves) {
     for (double b : c.beta) {
       if (!(b >= 0 && b <= 1)) {

@@ -28,6 +28,9 @@ ABSL_FLAG(int64_t, train_subset, 0, "use only the first N training examples (0: 
 ABSL_FLAG(int64_t, test_subset, 0, "use only the first N test examples (0: all)");
 ABSL_FLAG(std::string, data_dir, "", "directory of the data files (default: per model)");
 ABSL_FLAG(bool, resume, false, "continue from the checkpoint in --output_dir");
+ABSL_FLAG(bool, overwrite, false,
+          "replace the run in --output_dir (its checkpoint is removed before the new ledger "
+          "starts); without it a fresh run refuses a directory holding a run");
 ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
 
 namespace dpkit::tools {
@@ -37,7 +40,8 @@ const std::vector<std::string>& CommonTrainFlags() {
   static const auto* flags = new std::vector<std::string>{
       "learning_rate", "clip_norm", "noise_multiplier", "target_epsilon", "delta",
       "batch_size", "epochs", "optimizer", "seed", "device", "output_dir", "format",
-      "max_steps", "train_subset", "test_subset", "data_dir", "resume", "threads"};
+      "max_steps", "train_subset", "test_subset", "data_dir", "resume", "overwrite",
+      "threads"};
   return *flags;
 }
 
@@ -65,6 +69,88 @@ std::string Usage() {
     if (!t->flags.empty()) absl::StrAppend(&out, " [--", absl::StrJoin(t->flags, ", --"), "]");
   }
   return out;
+}
+
+// The ranges enforced at parse time (issue 21: a value that passes must not crash or
+// overflow later, e.g. sigma * C in the ledger or a learning rate cast to float).
+constexpr double kMaxLearningRate = 1e4;
+constexpr double kMaxClipNorm = 1e6;
+constexpr double kMaxNoiseMultiplier = 1e6;
+
+absl::Status CheckRange(const char* name, double value, double max) {
+  if (std::isfinite(value) && value > 0 && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " must be finite, > 0 and <= ",
+                                                 max, ", got ", value));
+}
+
+// The common flags' values, range-checked at parse time (one-line errors, exit 2).
+absl::Status ParseCommonFlags(models::TrainOptions* o) {
+  if (FlagGiven("learning_rate")) {
+    absl::Status s =
+        CheckRange("learning_rate", absl::GetFlag(FLAGS_learning_rate), kMaxLearningRate);
+    if (!s.ok()) return s;
+    o->learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  }
+  if (FlagGiven("clip_norm")) {
+    absl::Status s = CheckRange("clip_norm", absl::GetFlag(FLAGS_clip_norm), kMaxClipNorm);
+    if (!s.ok()) return s;
+    o->clip_norm = absl::GetFlag(FLAGS_clip_norm);
+  }
+  if (FlagGiven("noise_multiplier") && FlagGiven("target_epsilon")) {
+    return absl::InvalidArgumentError("give --noise_multiplier or --target_epsilon, not both");
+  }
+  if (FlagGiven("noise_multiplier")) {
+    absl::Status s = CheckRange("noise_multiplier", absl::GetFlag(FLAGS_noise_multiplier),
+                                kMaxNoiseMultiplier);
+    if (!s.ok()) return s;
+    o->noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
+  }
+  if (FlagGiven("target_epsilon")) {
+    absl::Status s = CheckFinitePositive("target_epsilon", absl::GetFlag(FLAGS_target_epsilon));
+    if (!s.ok()) return s;
+    o->target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
+  }
+  {
+    absl::Status s = CheckOpenUnit("delta", absl::GetFlag(FLAGS_delta));
+    if (!s.ok()) return s;
+    o->delta = absl::GetFlag(FLAGS_delta);
+  }
+  if (FlagGiven("batch_size")) {
+    absl::Status s = CheckPositiveInt("batch_size", absl::GetFlag(FLAGS_batch_size));
+    if (!s.ok()) return s;
+    o->batch_size = absl::GetFlag(FLAGS_batch_size);
+  }
+  if (FlagGiven("epochs")) {
+    absl::Status s = CheckFinitePositive("epochs", absl::GetFlag(FLAGS_epochs));
+    if (!s.ok()) return s;
+    o->epochs = absl::GetFlag(FLAGS_epochs);
+  }
+  if (FlagGiven("optimizer")) {
+    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adam", "adagrad"});
+    if (!s.ok()) return s;
+    o->optimizer = absl::GetFlag(FLAGS_optimizer);
+  }
+  for (auto [name, flag, target] :
+       {std::tuple<const char*, absl::Flag<int64_t>*, std::optional<int64_t>*>{
+            "max_steps", &FLAGS_max_steps, &o->max_steps},
+        {"train_subset", &FLAGS_train_subset, &o->train_subset},
+        {"test_subset", &FLAGS_test_subset, &o->test_subset}}) {
+    if (!FlagGiven(name)) continue;
+    absl::Status s = CheckPositiveInt(name, absl::GetFlag(*flag));
+    if (!s.ok()) return s;
+    *target = absl::GetFlag(*flag);
+  }
+  {
+    absl::Status s = CheckOneOf("device", absl::GetFlag(FLAGS_device), {"cpu", "cuda"});
+    if (!s.ok()) return s;
+    s = CheckOneOf("format", absl::GetFlag(FLAGS_format), {"text", "json"});
+    if (!s.ok()) return s;
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 4096], got ", absl::GetFlag(FLAGS_threads)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RunTrain(const CommandContext& context) {
@@ -96,75 +182,15 @@ absl::Status RunTrain(const CommandContext& context) {
       }
     }
   }
-  if (FlagGiven("learning_rate")) {
-    absl::Status s = CheckFinitePositive("learning_rate", absl::GetFlag(FLAGS_learning_rate));
-    if (!s.ok()) return s;
-    o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  }
-  if (FlagGiven("clip_norm")) {
-    absl::Status s = CheckFinitePositive("clip_norm", absl::GetFlag(FLAGS_clip_norm));
-    if (!s.ok()) return s;
-    o.clip_norm = absl::GetFlag(FLAGS_clip_norm);
-  }
-  if (FlagGiven("noise_multiplier") && FlagGiven("target_epsilon")) {
-    return absl::InvalidArgumentError("give --noise_multiplier or --target_epsilon, not both");
-  }
-  if (FlagGiven("noise_multiplier")) {
-    absl::Status s = CheckFinitePositive("noise_multiplier", absl::GetFlag(FLAGS_noise_multiplier));
-    if (!s.ok()) return s;
-    o.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
-  }
-  if (FlagGiven("target_epsilon")) {
-    absl::Status s = CheckFinitePositive("target_epsilon", absl::GetFlag(FLAGS_target_epsilon));
-    if (!s.ok()) return s;
-    o.target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
-  }
-  {
-    absl::Status s = CheckOpenUnit("delta", absl::GetFlag(FLAGS_delta));
-    if (!s.ok()) return s;
-    o.delta = absl::GetFlag(FLAGS_delta);
-  }
-  if (FlagGiven("batch_size")) {
-    absl::Status s = CheckPositiveInt("batch_size", absl::GetFlag(FLAGS_batch_size));
-    if (!s.ok()) return s;
-    o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  }
-  if (FlagGiven("epochs")) {
-    absl::Status s = CheckFinitePositive("epochs", absl::GetFlag(FLAGS_epochs));
-    if (!s.ok()) return s;
-    o.epochs = absl::GetFlag(FLAGS_epochs);
-  }
-  if (FlagGiven("optimizer")) {
-    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adam", "adagrad"});
-    if (!s.ok()) return s;
-    o.optimizer = absl::GetFlag(FLAGS_optimizer);
-  }
-  for (auto [name, flag, target] :
-       {std::tuple<const char*, absl::Flag<int64_t>*, std::optional<int64_t>*>{
-            "max_steps", &FLAGS_max_steps, &o.max_steps},
-        {"train_subset", &FLAGS_train_subset, &o.train_subset},
-        {"test_subset", &FLAGS_test_subset, &o.test_subset}}) {
-    if (!FlagGiven(name)) continue;
-    absl::Status s = CheckPositiveInt(name, absl::GetFlag(*flag));
-    if (!s.ok()) return s;
-    *target = absl::GetFlag(*flag);
-  }
-  {
-    absl::Status s = CheckOneOf("device", absl::GetFlag(FLAGS_device), {"cpu", "cuda"});
-    if (!s.ok()) return s;
-    s = CheckOneOf("format", absl::GetFlag(FLAGS_format), {"text", "json"});
-    if (!s.ok()) return s;
-  }
-  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--threads must be in [0, 4096], got ", absl::GetFlag(FLAGS_threads)));
-  }
+  absl::Status parsed = ParseCommonFlags(&o);
+  if (!parsed.ok()) return parsed;
   o.device = absl::GetFlag(FLAGS_device);
   o.format = absl::GetFlag(FLAGS_format);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.output_dir = absl::GetFlag(FLAGS_output_dir);
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.resume = absl::GetFlag(FLAGS_resume);
+  o.overwrite = absl::GetFlag(FLAGS_overwrite);
   o.threads = static_cast<int>(absl::GetFlag(FLAGS_threads));
   for (const std::string& f : trainer->flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f);

@@ -14,6 +14,7 @@
 #include "accounting/gdp.h"
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
+#include "accounting/report.h"
 #include "accounting/result.h"
 #include "nlohmann/json.hpp"
 
@@ -140,52 +141,6 @@ double ApproxDpMinimumError(double epsilon, double delta) {
   return 2.0 * (1.0 - delta) / (1.0 + std::exp(epsilon));
 }
 
-// GDP: mu by the CLT (Bu et al. 2020, eq. 3.1), then eps(delta; mu) by eq. (3.2). As in
-// `dpkit epsilon` (tools/accounting_report.cc), q = 1 is no approximation: T Gaussians of
-// noise multiplier sigma are exactly (sqrt(T)/sigma)-GDP (Dong, Roth, Su 2019, Cor. 3.3).
-Json GdpSlot(double sampling_rate, double noise_multiplier, int64_t steps, double delta) {
-  double mu = 0.0;
-  bool approximate = true;
-  if (sampling_rate == 1.0) {
-    mu = std::sqrt(static_cast<double>(steps)) / noise_multiplier;
-    approximate = false;
-    if (!std::isfinite(mu)) return Json{{"error", "GDP mu overflows: the noise is far too small"}};
-  } else {
-    Result<double> clt_mu = accounting::CltMu(sampling_rate, noise_multiplier, steps);
-    if (!clt_mu.ok()) return Json{{"error", clt_mu.error()}};
-    mu = *clt_mu;
-  }
-  Result<double> epsilon = accounting::GdpEpsilon(mu, delta);
-  if (!epsilon.ok()) return Json{{"error", epsilon.error()}};
-  return Json{{"mu", mu},
-              {"epsilon", *epsilon},
-              {"approximate", approximate},
-              {"min_error", GdpMinimumError(mu)}};
-}
-
-// RDP: the default order grid, converted as `dpkit epsilon` does by default (the optimal
-// conversion of Asoodeh et al. 2021, //accounting:conversions); a certified upper bound.
-// With `details`, also "min_error_lower": the certified lower bound on the smallest
-// type I + type II error from the RDP-implied tradeoff curve (//accounting:fdp), the same
-// number as `dpkit epsilon`'s. Without it (the epsilon-vs-epochs grid), that is skipped
-// because the curve costs tens of milliseconds.
-Json RdpSlot(const accounting::Event& event, double delta, bool details) {
-  const std::vector<double> orders = accounting::DefaultRdpOrders();
-  Result<std::vector<double>> rdp = accounting::ComputeRdp(event, orders);
-  if (!rdp.ok()) return Json{{"error", rdp.error()}};
-  Result<accounting::RdpEpsilon> epsilon = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
-  if (!epsilon.ok()) return Json{{"error", epsilon.error()}};
-  if (!std::isfinite(epsilon->epsilon)) {
-    return Json{{"error", "RDP gives no finite epsilon at any order for these parameters"}};
-  }
-  Json slot = {{"epsilon", epsilon->epsilon}, {"order", epsilon->order}, {"conversion", "optimal"}};
-  if (details) {
-    Result<accounting::TradeoffCurve> curve = accounting::RdpTradeoffCurve(orders, *rdp);
-    if (curve.ok()) slot["min_error_lower"] = accounting::MinimumErrorSum(*curve);
-  }
-  return slot;
-}
-
 // Whether the run's PLD stays inside the calculator's range (kMaxPldEpsilon) far into its
 // tails, where the tradeoff curve's composed PLD window reaches: the certified RDP upper
 // bound on epsilon at delta = 1e-12 (milliseconds) is at most the limit.
@@ -197,27 +152,36 @@ bool PldInCalculatorRange(const accounting::Event& event) {
   return epsilon.ok() && epsilon->epsilon <= kMaxPldEpsilon;
 }
 
-// PLD: certified upper and lower bounds on epsilon(delta) with the core's default accuracy,
-// as `dpkit epsilon --accountant=pld`. With `details`, the smallest type I + type II error
-// as a certified interval: 1 - TV = 1 - delta(0) (Dong, Roth, Su 2019, Prop. 2.12 at
-// eps = 0), with the certified bounds on delta(0), as the CLI reports it.
-Json PldSlot(const accounting::Event& event, double delta, bool details) {
-  if (delta < kMinPldDelta) return Json{{"error", kPldDeltaError}};
-  Result<accounting::EpsilonBounds> bounds = accounting::PldEpsilon(event, delta);
-  if (!bounds.ok()) return Json{{"error", bounds.error()}};
-  if (!std::isfinite(bounds->epsilon_upper)) {
-    return Json{{"error", "PLD gives no finite epsilon for this delta"}};
-  }
-  if (bounds->epsilon_upper > kMaxPldEpsilon) return Json{{"error", kPldRangeError}};
-  Json slot = {{"epsilon_upper", bounds->epsilon_upper},
-               {"epsilon_lower", bounds->epsilon_lower}};
-  if (details) {
-    Result<accounting::DeltaBounds> tv = accounting::PldDelta(event, 0.0);
-    if (!tv.ok()) return Json{{"error", tv.error()}};
-    slot["min_error_lower"] = 1.0 - tv->delta_upper;
-    slot["min_error_upper"] = 1.0 - tv->delta_lower;
-  }
+// The slot of one accountant in the page's reply: its part of the accounting report's JSON
+// (accounting/report.h, the same keys as `dpkit epsilon --format=json`), with a reason the
+// accountant gives no number under "error" (the page's one failure key).
+Json PageSlot(const Json& report, const char* name) {
+  Json slot = report.value(name, Json{{"error", "not available"}});
+  if (auto why = slot.find("not_applicable"); why != slot.end()) return Json{{"error", *why}};
   return slot;
+}
+
+// Marks an accountant's slot as giving no number here, with the page's message.
+template <typename T>
+void Refuse(accounting::AccountantSlot<T>* slot, const std::string& message) {
+  slot->state = accounting::SlotState::kNotApplicable;
+  slot->message = message;
+}
+
+// The calculator's range limits on a computed report (kMaxPldEpsilon, kMinPldDelta) and
+// its messages for bounds that are not finite.
+void ApplyCalculatorRange(accounting::PrivacyReport* report) {
+  if (report->rdp.state == accounting::SlotState::kComputed &&
+      !std::isfinite(report->rdp.value.value)) {
+    Refuse(&report->rdp, "RDP gives no finite epsilon at any order for these parameters");
+  }
+  if (report->pld.state == accounting::SlotState::kComputed) {
+    if (!std::isfinite(report->pld.value.upper)) {
+      Refuse(&report->pld, "PLD gives no finite epsilon for this delta");
+    } else if (report->pld.value.upper > kMaxPldEpsilon) {
+      Refuse(&report->pld, kPldRangeError);
+    }
+  }
 }
 
 Json HandleEpsilon(const Json& request) {
@@ -243,12 +207,27 @@ Json HandleEpsilon(const Json& request) {
   auto details_it = request.find("details");
   const bool details = details_it != request.end() && details_it->is_boolean() &&
                        details_it->get<bool>();
-  Json result = Json::object();
+  // The accounting report (accounting/report.h) of the chosen accountants: rdp converted
+  // optimally as `dpkit epsilon` does by default; with "details", the minimum-error figures
+  // (the RDP curve costs tens of milliseconds, skipped for the epsilon-vs-epochs grid).
+  accounting::ReportOptions options;
+  options.rdp = options.pld = options.gdp = false;
   for (const std::string& name : *accountants) {
-    if (name == "gdp") result["gdp"] = GdpSlot(*sampling_rate, *noise_multiplier, *steps, *delta);
-    if (name == "rdp") result["rdp"] = RdpSlot(*event, *delta, details);
-    if (name == "pld") result["pld"] = PldSlot(*event, *delta, details);
+    options.rdp = options.rdp || name == "rdp";
+    options.pld = options.pld || name == "pld";
+    options.gdp = options.gdp || name == "gdp";
   }
+  const bool pld_in_range = *delta >= kMinPldDelta;
+  options.pld = options.pld && pld_in_range;
+  options.min_errors = details;
+  accounting::PrivacyReport report =
+      accounting::ComputeReport(*event, accounting::ReportQuantity::kEpsilon, *delta, options);
+  if (!pld_in_range) Refuse(&report.pld, kPldDeltaError);
+  ApplyCalculatorRange(&report);
+  const Json report_json = accounting::ReportToJson(report);
+  Json result = Json::object();
+  for (const std::string& name : *accountants) result[name] = PageSlot(report_json, name.c_str());
+  if (report_json.contains("headline")) result["headline"] = report_json["headline"];
   return Json{{"ok", true}, {"result", result}};
 }
 

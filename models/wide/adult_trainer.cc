@@ -13,10 +13,11 @@
 //
 // The model is built from the per-example layers of optim/torch/per_example_layers.h; the
 // loop, ledger, metrics, checkpoints, --resume and --target_epsilon are
-// models/dp_training_loop.h's, as for IMDb and MovieLens.
+// the training engine's (models/engine/), as for IMDb and MovieLens.
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -26,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/dp_step_options.h"
-#include "models/dp_training_loop.h"
+#include "models/engine/torch_task.h"
 #include "models/trainer_registry.h"
 #include "models/wide/libsvm.h"
 #include "nlohmann/json.hpp"
@@ -91,6 +92,9 @@ absl::Status WithDataHint(const absl::Status& status) {
 }
 
 absl::Status TrainAdult(const TrainOptions& o) {
+  TorchTask task;
+  // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
+  task.threads = ConfigureTorchThreads(o);
   const std::string split = ExtraFlag(o, "adult_split", "kfold");
   if (split != "kfold" && split != "a9a") {
     return absl::InvalidArgumentError(
@@ -130,13 +134,13 @@ absl::Status TrainAdult(const TrainOptions& o) {
   torch::manual_seed(o.seed);  // initialisation only
   AdultNet net;
 
-  DpTrainingTask task;
+  task.model_name = o.model;
   task.model = net.ptr().get();
   task.train_size = train.labels.size(0);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor logits = net->forward(train.features.index_select(0, index).to(device));
-    return F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
-                            F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    return TorchLosses{F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
+                            F::CrossEntropyFuncOptions().reduction(torch::kNone))};
   };
   task.evaluate = [&](const torch::Device& device) {
     const int64_t n = test.labels.size(0);
@@ -147,7 +151,7 @@ absl::Status TrainAdult(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test accuracy %.2f%%", 100 * m["test_accuracy"].get<double>());
   };
-  DpTrainingDefaults defaults;  // Bu et al. 2020, Sec. 4 (Adult)
+  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (Adult)
   defaults.learning_rate = 0.15;
   defaults.clip_norm = 1.0;
   defaults.noise_multiplier = 0.55;
@@ -155,7 +159,7 @@ absl::Status TrainAdult(const TrainOptions& o) {
   defaults.epochs = 18;  // their loop stops when mu_CLT > 2: after epoch 18
   defaults.optimizer = "sgd";
   defaults.delta = 1e-5;
-  return RunDpTraining(o, defaults, task);
+  return RunTorchTraining(o, std::move(task));
 }
 
 std::vector<std::string> AdultFlags() {

@@ -109,6 +109,22 @@ TEST(AdultTrainerTest, ResumeContinuesTheSameLedger) {
   EXPECT_EQ(recalibrate.code(), absl::StatusCode::kInvalidArgument) << recalibrate;
   EXPECT_NE(recalibrate.message().find("--target_epsilon"), std::string::npos) << recalibrate;
   o.target_epsilon.reset();
+  // Flags that contradict the checkpoint are refused; without them its settings hold.
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"clipping", "per_layer"}, {"microbatch_size", "2"}}) {
+    TrainOptions bad = o;
+    bad.extra_flags[flag] = value;
+    bad.given_flags.insert(flag);
+    const absl::Status refused = FindTrainer("adult")->run(bad);
+    EXPECT_NE(refused.message().find("--" + flag + "=" + value + " contradicts the checkpoint's"),
+              std::string::npos)
+        << refused;
+  }
+  TrainOptions bad = o;
+  bad.noise_multiplier = 0.55;
+  EXPECT_NE(FindTrainer("adult")->run(bad).message().find(
+                "--noise_multiplier=0.55 contradicts the checkpoint's noise_multiplier = 0.9"),
+            std::string::npos);
   const absl::Status resumed = FindTrainer("adult")->run(o);
   testing::internal::GetCapturedStdout();
   ASSERT_TRUE(resumed.ok()) << resumed;
@@ -227,9 +243,12 @@ TEST(AdultTrainerTest, ShuffledBatchesWriteNoLedgerAndReportNoEpsilon) {
   o.resume = true;
   o.epochs = 3;
   o.extra_flags["sampler"] = "poisson";
+  o.given_flags.insert("sampler");
   const absl::Status resumed = FindTrainer("adult")->run(o);
   EXPECT_EQ(resumed.code(), absl::StatusCode::kInvalidArgument) << resumed;
-  EXPECT_NE(resumed.message().find("--sampler=shuffled"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.message().find("--sampler=poisson contradicts the checkpoint's sampler = shuffled"),
+            std::string::npos)
+      << resumed;
 }
 
 TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {

@@ -9,13 +9,14 @@
 // Per-example clipping uses the layers of optim/torch/per_example_layers.h: the
 // embedding's per-example gradient norms are ghost norms over the review's token rows
 // (Li et al. 2021, Sec. 4.2), so the (10,002 x 16) per-example gradient is never built.
-// The loop, ledger, metrics and checkpoints are models/dp_training_loop.h's.
+// The loop, ledger, metrics and checkpoints are the training engine's (models/engine/).
 //
 // Data: --data_dir is the unpacked `aclImdb` folder (train/{pos,neg}, test/{pos,neg}).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -23,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/dp_step_options.h"
-#include "models/dp_training_loop.h"
+#include "models/engine/torch_task.h"
 #include "models/trainer_registry.h"
 #include "models/wide/imdb.h"
 #include "nlohmann/json.hpp"
@@ -83,6 +84,9 @@ Split ToTensors(const ImdbSplit& split, int length, std::optional<int64_t> subse
 }
 
 absl::Status TrainImdb(const TrainOptions& o) {
+  TorchTask task;
+  // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
+  task.threads = ConfigureTorchThreads(o);
   const std::string dir = o.data_dir.empty() ? "data/aclImdb" : o.data_dir;
   absl::StatusOr<ImdbData> data = ReadImdb(dir, kVocabulary, kLength);
   if (!data.ok()) {
@@ -95,13 +99,13 @@ absl::Status TrainImdb(const TrainOptions& o) {
   torch::manual_seed(o.seed);  // initialisation only
   ImdbNet net(data->vocabulary_size + 2);  // ids 0 (pad), 1 (OOV), 2 + rank
 
-  DpTrainingTask task;
+  task.model_name = o.model;
   task.model = net.ptr().get();
   task.train_size = train.labels.size(0);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor logits = net->forward(train.tokens.index_select(0, index).to(device));
-    return F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
-                            F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    return TorchLosses{F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
+                            F::CrossEntropyFuncOptions().reduction(torch::kNone))};
   };
   task.evaluate = [&](const torch::Device& device) {
     int64_t correct = 0;
@@ -116,7 +120,7 @@ absl::Status TrainImdb(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test accuracy %.2f%%", 100 * m["test_accuracy"].get<double>());
   };
-  DpTrainingDefaults defaults;  // Bu et al. 2020, Sec. 4 (IMDb)
+  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (IMDb)
   defaults.learning_rate = 0.02;
   defaults.clip_norm = 1.0;
   defaults.noise_multiplier = 0.56;
@@ -124,7 +128,7 @@ absl::Status TrainImdb(const TrainOptions& o) {
   defaults.epochs = 9;  // their loop stops when mu_CLT > 2: after epoch 9
   defaults.optimizer = "adam";
   defaults.delta = 1e-5;
-  return RunDpTraining(o, defaults, task);
+  return RunTorchTraining(o, std::move(task));
 }
 
 }  // namespace

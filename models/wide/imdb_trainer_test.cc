@@ -78,6 +78,43 @@ TEST(ImdbTrainerTest, LearnsAnEasySignalAndWritesAnAccountedLedger) {
   }
 }
 
+// --resume keeps the checkpoint's sigma, batch size (q) and clip norm without their flags,
+// refuses flags that contradict them, and continues the one ledger.
+TEST(ImdbTrainerTest, ResumeKeepsTheCheckpointsPrivacySettings) {
+  TrainOptions o;
+  o.model = "imdb";
+  o.data_dir = WriteToyImdb("imdb_resume_toy", 20, 5);  // 40 train reviews
+  o.output_dir = TestPath("imdb_resume");
+  o.format = "json";
+  o.batch_size = 10;  // q = 1/4, 4 steps per epoch
+  o.clip_norm = 0.5;
+  o.noise_multiplier = 0.8;
+  o.epochs = 1;
+  testing::internal::CaptureStdout();
+  ASSERT_TRUE(FindTrainer("imdb")->run(o).ok());
+  TrainOptions resume;
+  resume.model = "imdb";
+  resume.data_dir = o.data_dir;
+  resume.output_dir = o.output_dir;
+  resume.format = "json";
+  resume.epochs = 2;
+  resume.resume = true;
+  TrainOptions bad = resume;
+  bad.clip_norm = 1.0;
+  const absl::Status refused = FindTrainer("imdb")->run(bad);
+  EXPECT_NE(refused.message().find("--clip_norm=1 contradicts the checkpoint's clip_norm = 0.5"),
+            std::string::npos)
+      << refused;
+  const absl::Status resumed = FindTrainer("imdb")->run(resume);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(resumed.ok()) << resumed;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 8);
+  ExpectLedgerAccounted(ReadJsonLines(o.output_dir + "/ledger.jsonl"), metrics.back(), 0.25,
+                        0.8, 0.5, 1e-5);
+}
+
 TEST(ImdbTrainerTest, MissingDataDirIsAOneLineNotFound) {
   TrainOptions o;
   o.model = "imdb";

@@ -7,22 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/files.h"
 
 namespace dpkit::models::wide {
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temp));
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", temp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status WriteLossCsv(const std::string& path, const std::vector<LossCurve>& curves) {
   std::string text = "epoch";

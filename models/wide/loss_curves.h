@@ -19,12 +19,10 @@ struct LossCurve {
 // CSV: header "epoch,<name>,..." then one row per epoch.
 absl::Status WriteLossCsv(const std::string& path, const std::vector<LossCurve>& curves);
 
-// SVG line plot with axes, tick labels and a legend.
+// SVG line plot with axes, tick labels and a legend. Both are written atomically
+// (models/files.h).
 absl::Status WriteLossSvg(const std::string& path, const std::string& title,
                           const std::vector<LossCurve>& curves);
-
-// Writes `contents` to path + ".tmp" and renames it to path.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 }  // namespace dpkit::models::wide
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -29,7 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/dp_step_options.h"
-#include "models/dp_training_loop.h"
+#include "models/engine/torch_task.h"
 #include "models/trainer_registry.h"
 #include "models/wide/movielens.h"
 #include "nlohmann/json.hpp"
@@ -107,6 +108,9 @@ Split ToTensors(const std::vector<Rating>& ratings, std::optional<int64_t> subse
 }
 
 absl::Status TrainMovieLens(const TrainOptions& o) {
+  TorchTask task;
+  // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
+  task.threads = ConfigureTorchThreads(o);
   const std::string dir = o.data_dir.empty() ? "data/ml-1m" : o.data_dir;
   absl::StatusOr<MovieLensData> data = ReadMovieLensRatings(dir + "/ratings.dat");
   if (!data.ok()) {
@@ -126,14 +130,14 @@ absl::Status TrainMovieLens(const TrainOptions& o) {
   NcfNet net(data->num_users, data->num_movies);
   const torch::Tensor rating_values = torch::arange(1, kRatings + 1, torch::kFloat32);
 
-  DpTrainingTask task;
+  task.model_name = o.model;
   task.model = net.ptr().get();
   task.train_size = train.labels.size(0);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor logits = net->forward(train.users.index_select(0, index).to(device),
                                         train.movies.index_select(0, index).to(device));
-    return F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
-                            F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    return TorchLosses{F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
+                            F::CrossEntropyFuncOptions().reduction(torch::kNone))};
   };
   task.evaluate = [&](const torch::Device& device) {
     double squared = 0;
@@ -151,7 +155,7 @@ absl::Status TrainMovieLens(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test RMSE %.4f", m["test_rmse"].get<double>());
   };
-  DpTrainingDefaults defaults;  // Bu et al. 2020, Sec. 4 (MovieLens)
+  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (MovieLens)
   defaults.learning_rate = 0.01;
   defaults.clip_norm = 5.0;
   defaults.noise_multiplier = 0.6;
@@ -159,7 +163,7 @@ absl::Status TrainMovieLens(const TrainOptions& o) {
   defaults.epochs = 25;
   defaults.optimizer = "adam";
   defaults.delta = 1e-6;
-  return RunDpTraining(o, defaults, task);
+  return RunTorchTraining(o, std::move(task));
 }
 
 }  // namespace

@@ -2,13 +2,23 @@
 // non-private SGD, DP-SGD, or sparse DP-SGD with exponential-mechanism or sparse-vector
 // row selection (Zhang, Mironov & Hejazinia 2021, Sec. 6), with loss curves and the
 // Secret Sharer memorization audit (their Sec. 6.5). See README.md for the flags.
+//
+// A task of the training engine (models/engine/training_engine.h), which plans the run,
+// owns the ledger, the per-epoch report, checkpoints (model.bin: the embedding table and
+// its step) and --resume with the checkpoint's privacy settings. Only the step is this
+// file's: the framework-free sparse or dense DP step over the table, which appends its
+// ledger entry (sparse: the step's event; dense: the noise plan's sampling record) BEFORE
+// it changes the table. --algorithm=sgd draws shuffled fixed-size batches, adds no noise
+// and writes no ledger.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
 #include <memory>
 #include <random>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -16,8 +26,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "accounting/report.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
+#include "models/engine/training_engine.h"
+#include "models/files.h"
 #include "models/trainer_registry.h"
 #include "models/training_ledger.h"
 #include "models/wide/brown_corpus.h"
@@ -25,6 +38,7 @@
 #include "models/wide/memorization_audit.h"
 #include "models/wide/word2vec.h"
 #include "nlohmann/json.hpp"
+#include "optim/clipping.h"
 #include "optim/poisson_sampler.h"
 #include "optim/sparse/private_selection.h"
 #include "optim/sparse/sparse_dp_sgd.h"
@@ -145,20 +159,39 @@ double MeanLoss(const Word2Vec& model, const std::vector<CbowSample>& samples, i
   return n ? total / static_cast<double>(n) : NAN;
 }
 
-absl::Status TrainWord2Vec(const TrainOptions& o) {
-  const std::string algorithm = o.extra_flags.at("algorithm");
-  if (algorithm != "sgd" && algorithm != "dp-sgd" && algorithm != "dp-sparse-em" &&
-      algorithm != "dp-sparse-svt") {
+// The flags stored in a checkpoint and restored on --resume.
+std::vector<std::string> PrivacyFlags() {
+  return {"algorithm", "selected_rows", "selection_epsilon", "selection_threshold",
+          "selection_clip_norm", "second_clip_norm"};
+}
+
+// The flags of one run, parsed and range-checked.
+struct Settings {
+  std::string algorithm;
+  std::string oov_name;
+  OutOfVocabulary oov = OutOfVocabulary::kUnk;
+  int64_t dim = 0, num_negatives = 0, selected_rows = 0;
+  double selection_epsilon = 0, selection_clip_norm = 0, second_clip_norm = 0;
+  double selection_threshold = 0;
+  int64_t num_canaries = 0, canary_repeats = 0, num_reference = 0;
+  bool is_private() const { return algorithm != "sgd"; }
+  bool sparse() const { return algorithm == "dp-sparse-em" || algorithm == "dp-sparse-svt"; }
+};
+
+absl::StatusOr<Settings> ParseSettings(const TrainOptions& o) {
+  Settings s;
+  s.algorithm = o.extra_flags.at("algorithm");
+  if (s.algorithm != "sgd" && s.algorithm != "dp-sgd" && s.algorithm != "dp-sparse-em" &&
+      s.algorithm != "dp-sparse-svt") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--algorithm must be sgd, dp-sgd, dp-sparse-em or dp-sparse-svt, got ", algorithm));
+        "--algorithm must be sgd, dp-sgd, dp-sparse-em or dp-sparse-svt, got ", s.algorithm));
   }
-  const bool is_private = algorithm != "sgd";
-  const std::string oov_name = o.extra_flags.count("oov") ? o.extra_flags.at("oov") : "unk";
-  if (oov_name != "unk" && oov_name != "drop") {
+  s.oov_name = o.extra_flags.count("oov") ? o.extra_flags.at("oov") : "unk";
+  if (s.oov_name != "unk" && s.oov_name != "drop") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--oov must be unk or drop, got '", oov_name, "'"));
+        absl::StrCat("--oov must be unk or drop, got '", s.oov_name, "'"));
   }
-  const OutOfVocabulary oov = oov_name == "unk" ? OutOfVocabulary::kUnk : OutOfVocabulary::kDrop;
+  s.oov = s.oov_name == "unk" ? OutOfVocabulary::kUnk : OutOfVocabulary::kDrop;
   ASSIGN_OR_RETURN_W2V(dim, IntFlag(o, "embedding_dim", 1, 4096));
   ASSIGN_OR_RETURN_W2V(num_negatives, IntFlag(o, "negatives", 0, 100));
   ASSIGN_OR_RETURN_W2V(selected_rows, IntFlag(o, "selected_rows", 1, 2 * kVocabularySize));
@@ -168,269 +201,386 @@ absl::Status TrainWord2Vec(const TrainOptions& o) {
   ASSIGN_OR_RETURN_W2V(num_canaries, IntFlag(o, "canaries", 0, 100000));
   ASSIGN_OR_RETURN_W2V(canary_repeats, IntFlag(o, "canary_repeats", 1, 100000));
   ASSIGN_OR_RETURN_W2V(num_reference, IntFlag(o, "reference_phrases", 10, 10000000));
-  double selection_threshold;
-  if (!absl::SimpleAtod(o.extra_flags.at("selection_threshold"), &selection_threshold) ||
-      !std::isfinite(selection_threshold)) {
+  s.dim = dim;
+  s.num_negatives = num_negatives;
+  s.selected_rows = selected_rows;
+  s.selection_epsilon = selection_epsilon;
+  s.selection_clip_norm = selection_clip_norm;
+  s.second_clip_norm = second_clip_norm;
+  s.num_canaries = num_canaries;
+  s.canary_repeats = canary_repeats;
+  s.num_reference = num_reference;
+  if (!absl::SimpleAtod(o.extra_flags.at("selection_threshold"), &s.selection_threshold) ||
+      !std::isfinite(s.selection_threshold)) {
     return absl::InvalidArgumentError("--selection_threshold must be finite");
   }
-  const double learning_rate = o.learning_rate.value_or(is_private ? 2.0 : 1.0);
-  const double clip_norm = o.clip_norm.value_or(1.0);
-  const double noise_multiplier = o.noise_multiplier.value_or(1.0);
-  if (is_private && !(noise_multiplier > 0)) {
+  if (!s.is_private() && o.noise_multiplier) {
     return absl::InvalidArgumentError(
-        "--noise_multiplier must be > 0 for a private algorithm (use --algorithm=sgd)");
+        "--noise_multiplier does not apply to --algorithm=sgd (no noise is added)");
   }
   if (o.target_epsilon) {
     return absl::InvalidArgumentError(
         "--target_epsilon is not supported by word2vec; give --noise_multiplier");
   }
-  const int64_t batch_size = o.batch_size.value_or(256);
-  const double epochs = o.epochs.value_or(10);
+  return s;
+}
 
-  ASSIGN_OR_RETURN_W2V(data, LoadBrown(o, oov));
-  // Canaries (of vocabulary words, never UNK): inserted canary_repeats times each into the
-  // training set.
-  std::mt19937_64 audit_engine(o.seed ^ 0x5eed5eedULL);
-  const std::vector<Phrase> canaries = RandomPhrases(kVocabularySize, static_cast<int>(num_canaries), audit_engine);
-  for (const Phrase& c : canaries) {
-    for (int64_t r = 0; r < canary_repeats; ++r) data.train.push_back(PhraseSample(c));
-  }
-  std::mt19937_64 data_engine(o.seed + 1);
-  std::shuffle(data.train.begin(), data.train.end(), data_engine);
-  const int64_t n = static_cast<int64_t>(data.train.size());
-  if (batch_size > n) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch_size must be <= the training set size ", n));
-  }
-  const double q = static_cast<double>(batch_size) / static_cast<double>(n);
-  const int64_t steps_per_epoch = std::max<int64_t>(1, n / batch_size);
-  int64_t total_steps = static_cast<int64_t>(std::ceil(epochs * static_cast<double>(steps_per_epoch)));
-  if (o.max_steps) total_steps = std::min(total_steps, *o.max_steps);
+// The embedding table and the loss curves of the epochs so far, with the next step:
+// "DPKITW2V", int64 next step, int64 table size, the floats, int64 epochs, then the train,
+// valid and test losses (doubles).
+constexpr char kStateMagic[8] = {'D', 'P', 'K', 'I', 'T', 'W', '2', 'V'};
+constexpr char kStateFile[] = "model.bin";
 
-  Word2Vec model(data.num_ids, static_cast<int32_t>(dim), o.seed);
+class Word2VecTask : public TrainingTask {
+ public:
+  Word2VecTask(const TrainOptions& o, Settings settings, Data data, std::vector<Phrase> canaries,
+               std::mt19937_64 audit_engine, std::mt19937_64 data_engine)
+      : o_(o), s_(std::move(settings)), data_(std::move(data)), canaries_(std::move(canaries)),
+        audit_engine_(audit_engine), data_engine_(data_engine),
+        model_(data_.num_ids, static_cast<int32_t>(s_.dim), o.seed) {}
+
+  int64_t train_size() const override { return static_cast<int64_t>(data_.train.size()); }
+  TaskDefaults defaults() const override {
+    TaskDefaults d;
+    d.learning_rate = s_.is_private() ? 2.0 : 1.0;
+    d.clip_norm = 1.0;
+    d.noise_multiplier = s_.is_private() ? 1.0 : 0.0;
+    d.batch_size = 256;
+    d.epochs = 10;
+    d.optimizer = "sgd";
+    d.delta = 1e-5;
+    return d;
+  }
+  std::vector<std::string> privacy_flags() const override { return PrivacyFlags(); }
+  std::vector<std::string> state_files() const override { return {kStateFile}; }
+  std::vector<std::string> other_files() const override {
+    return {"loss.csv", "loss.svg", "summary.json"};
+  }
+  absl::Status Start(const RunPlan& plan, LedgerSink& ledger, bool resumed,
+                     const std::string& output_dir) override;
+  absl::StatusOr<StepOutcome> Step(int64_t step, LedgerSink& ledger) override;
+  absl::StatusOr<nlohmann::json> Evaluate() override;
+  std::string Describe(const nlohmann::json& m) const override {
+    return absl::StrFormat("valid loss %.4f, test loss %.4f", m["valid_loss"].get<double>(),
+                           m["test_loss"].get<double>());
+  }
+  absl::Status Save(const std::string& dir, const std::string& suffix, int64_t next_step) override;
+  absl::StatusOr<int64_t> Load(const std::string& dir) override;
+  absl::Status Finish(const RunPlan& plan, int64_t steps, const std::string& ledger_path) override;
+
+ private:
+  // Dense DP-SGD (Abadi et al. 2016, Alg. 1) on the table: clip, sum, noise of the noise
+  // plan, ledger entry, then the update divided by the expected batch size.
+  absl::Status DenseDpStep(int64_t step, LedgerSink& ledger);
+  nlohmann::json PrivacyJson(int64_t steps) const;
+
+  TrainOptions o_;
+  Settings s_;
+  Data data_;
+  std::vector<Phrase> canaries_;
+  std::mt19937_64 audit_engine_, data_engine_;
+  Word2Vec model_;
+  const RunPlan* plan_ = nullptr;
+  std::unique_ptr<mechanisms::RandomGenerator> rng_;
+  std::optional<optim::StepRecordSampler> sampler_;
+  std::unique_ptr<optim::sparse::SparseDpSgd> sparse_;
+  optim::NoisePlan dense_noise_;
+  std::vector<SparseRowGradient> batch_;
+  std::vector<float> dense_gradient_;
+  std::vector<double> train_curve_, valid_curve_, test_curve_;
+};
+
+absl::Status Word2VecTask::Start(const RunPlan& plan, LedgerSink& /*ledger*/, bool /*resumed*/,
+                                 const std::string& /*output_dir*/) {
+  plan_ = &plan;
   auto secure = mechanisms::SecureRandomGenerator::Create();
   if (!secure.ok()) return secure.status();
-  mechanisms::RandomGenerator& rng = **secure;
-
-  std::unique_ptr<optim::sparse::SparseDpSgd> sparse;
-  if (algorithm == "dp-sparse-em" || algorithm == "dp-sparse-svt") {
-    const double sensitivity = std::min(clip_norm, selection_clip_norm);
-    std::shared_ptr<const optim::sparse::RowSelector> selector;
-    if (algorithm == "dp-sparse-em") {
-      auto s = optim::sparse::ExponentialTopKSelector::Create(selected_rows, selection_epsilon, sensitivity);
-      if (!s.ok()) return s.status();
-      selector = *std::move(s);
-    } else {
-      auto s = optim::sparse::SparseVectorSelector::Create(selected_rows, selection_epsilon,
-                                                           selection_threshold, sensitivity);
-      if (!s.ok()) return s.status();
-      selector = *std::move(s);
-    }
-    optim::sparse::SparseDpSgdOptions so;
-    so.learning_rate = learning_rate;
-    so.clip_norm = clip_norm;
-    so.selection_clip_norm = selection_clip_norm;
-    so.second_clip_norm = second_clip_norm;
-    so.noise_multiplier = noise_multiplier;
-    so.sampling_rate = q;
-    so.expected_batch_size = static_cast<double>(batch_size);
-    auto created = optim::sparse::SparseDpSgd::Create(so, model.num_rows(), dim, selector);
-    if (!created.ok()) return created.status();
-    sparse = std::make_unique<optim::sparse::SparseDpSgd>(*std::move(created));
+  rng_ = *std::move(secure);
+  // Poisson batches for the private algorithms (secure generator), shuffled fixed-size
+  // batches for SGD (engine/run_plan.h: --sampler=shuffled).
+  auto sampler = optim::StepRecordSampler::Create(plan.train_size, plan.privacy.batch_size, 1,
+                                                  plan.step.shuffled());
+  if (!sampler.ok()) return sampler.status();
+  sampler_.emplace(*std::move(sampler));
+  const double sigma = plan.privacy.noise_multiplier;
+  const double clip_norm = plan.privacy.clip_norm;
+  if (s_.algorithm == "dp-sgd") {
+    auto groups = optim::MakeClippingGroups(optim::ClippingMode::kFlat, clip_norm, 1);
+    if (!groups.ok()) return groups.status();
+    dense_noise_ = optim::MakeNoisePlan(*groups, sigma, /*microbatch_size=*/1);
   }
-
-  if (!o.output_dir.empty()) {
-    struct stat info;
-    if (stat(o.output_dir.c_str(), &info) != 0 && mkdir(o.output_dir.c_str(), 0755) != 0) {
-      return absl::NotFoundError(absl::StrCat("cannot create --output_dir ", o.output_dir));
-    }
+  if (!s_.sparse()) return absl::OkStatus();
+  const double sensitivity = std::min(clip_norm, s_.selection_clip_norm);
+  std::shared_ptr<const optim::sparse::RowSelector> selector;
+  if (s_.algorithm == "dp-sparse-em") {
+    auto e = optim::sparse::ExponentialTopKSelector::Create(s_.selected_rows, s_.selection_epsilon,
+                                                            sensitivity);
+    if (!e.ok()) return e.status();
+    selector = *std::move(e);
+  } else {
+    auto v = optim::sparse::SparseVectorSelector::Create(s_.selected_rows, s_.selection_epsilon,
+                                                         s_.selection_threshold, sensitivity);
+    if (!v.ok()) return v.status();
+    selector = *std::move(v);
   }
-  std::unique_ptr<TrainingLedger> ledger;
-  std::string ledger_path;
-  if (!o.output_dir.empty() && is_private) {
-    ledger_path = o.output_dir + "/ledger.jsonl";
-    std::remove(ledger_path.c_str());  // a fresh run starts a fresh ledger (no --resume)
-    auto opened = TrainingLedger::Open(ledger_path);
-    if (!opened.ok()) return opened.status();
-    ledger = std::make_unique<TrainingLedger>(*std::move(opened));
-  }
+  optim::sparse::SparseDpSgdOptions so;
+  so.learning_rate = plan.learning_rate;
+  so.clip_norm = clip_norm;
+  so.selection_clip_norm = s_.selection_clip_norm;
+  so.second_clip_norm = s_.second_clip_norm;
+  so.noise_multiplier = sigma;
+  so.sampling_rate = plan.privacy.sampling_rate;
+  so.expected_batch_size = static_cast<double>(plan.privacy.batch_size);
+  auto created = optim::sparse::SparseDpSgd::Create(so, model_.num_rows(), s_.dim, selector);
+  if (!created.ok()) return created.status();
+  sparse_ = std::make_unique<optim::sparse::SparseDpSgd>(*std::move(created));
+  return absl::OkStatus();
+}
 
-  // Privacy after `steps` steps: strong composition (their Thm. 3) and RDP.
-  auto privacy = [&](int64_t steps) -> nlohmann::json {
-    if (!is_private || steps == 0) return nullptr;
-    optim::sparse::SparseDpSgdPrivacyParams p;
-    p.sampling_rate = q;
-    p.noise_multiplier = noise_multiplier;
-    p.steps = steps;
-    if (algorithm == "dp-sgd") {
-      p.selection_epsilon_per_pick = 0;
-    } else if (algorithm == "dp-sparse-em") {
-      p.selection_epsilon_per_pick = selection_epsilon / static_cast<double>(selected_rows);
-      p.selection_picks = selected_rows;
-      p.selection_bounded_range = true;
-    } else {
-      p.selection_epsilon_per_pick = selection_epsilon;
-    }
-    nlohmann::json j;
-    j["delta"] = o.delta;
-    auto strong = optim::sparse::StrongCompositionEpsilon(p, o.delta);
-    auto rdp = optim::sparse::RdpEpsilon(p, o.delta);
-    if (strong.ok()) j["strong_composition"] = *strong;
-    if (rdp.ok()) j["rdp"] = *rdp;
-    return j;
-  };
-
-  std::vector<double> train_curve, valid_curve, test_curve;
+absl::StatusOr<StepOutcome> Word2VecTask::Step(int64_t step, LedgerSink& ledger) {
+  auto records = sampler_->Next(step, *rng_);
+  if (!records.ok()) return records.status();
+  const std::vector<int64_t>& indices = records->examples;
   // Negatives: uniform over all embedding ids (UNK included, as a possible target).
-  std::uniform_int_distribution<int32_t> word(0, data.num_ids - 1);
-  std::vector<int32_t> negatives(static_cast<size_t>(num_negatives));
-  std::vector<SparseRowGradient> batch;
-  std::vector<float> dense_gradient;
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  const size_t d = static_cast<size_t>(dim);
-  int64_t step = 0;
-  int epoch = 0;
-  while (step < total_steps) {
-    ++epoch;
-    std::shuffle(order.begin(), order.end(), data_engine);
-    for (int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s, ++step) {
-      // The batch: Poisson for the private algorithms (secure generator), the next
-      // shuffled slice for SGD.
-      std::vector<int64_t> indices;
-      if (is_private) {
-        auto sample = optim::PoissonSample(rng, n, q);
-        if (!sample.ok()) return sample.status();
-        indices = *std::move(sample);
-      } else {
-        indices.assign(order.begin() + s * batch_size, order.begin() + (s + 1) * batch_size);
-      }
-      batch.resize(indices.size());
-      for (size_t i = 0; i < indices.size(); ++i) {
-        for (int32_t& x : negatives) x = word(data_engine);
-        model.LossAndGradient(data.train[static_cast<size_t>(indices[i])], negatives, &batch[i]);
-      }
-      std::vector<float>& table = model.table();
-      if (sparse) {
-        auto stats = sparse->Step(batch, absl::MakeSpan(table), rng);
-        if (!stats.ok()) return stats.status();
-        if (ledger) {
-          if (auto st = ledger->AppendEvent(sparse->StepEvent()); !st.ok()) return st;
-        }
-      } else if (algorithm == "dp-sgd") {
-        // Abadi et al. 2016, Alg. 1: clip, sum, N(0, (z C)^2) on every coordinate,
-        // divide by the expected batch size.
-        dense_gradient.assign(table.size(), 0.0f);
-        for (const SparseRowGradient& g : batch) {
-          double squared = 0;
-          for (float v : g.values) squared += static_cast<double>(v) * v;
-          const double factor = optim::sparse::ClipFactor(std::sqrt(squared), clip_norm);
-          for (size_t i = 0; i < g.rows.size(); ++i) {
-            float* out = dense_gradient.data() + static_cast<size_t>(g.rows[i]) * d;
-            for (size_t j = 0; j < d; ++j) out[j] += static_cast<float>(factor * g.values[i * d + j]);
-          }
-        }
-        mechanisms::AddGaussian(rng, noise_multiplier * clip_norm, dense_gradient.data(),
-                                dense_gradient.size());
-        const float scale = static_cast<float>(learning_rate / static_cast<double>(batch_size));
-        for (size_t i = 0; i < table.size(); ++i) table[i] -= scale * dense_gradient[i];
-        if (ledger) {
-          if (auto st = ledger->AppendStep(step, q, {{clip_norm, noise_multiplier * clip_norm}});
-              !st.ok()) {
-            return st;
-          }
-        }
-      } else {
-        const float scale = static_cast<float>(learning_rate / static_cast<double>(batch.size()));
-        for (const SparseRowGradient& g : batch) {
-          for (size_t i = 0; i < g.rows.size(); ++i) {
-            float* out = table.data() + static_cast<size_t>(g.rows[i]) * d;
-            for (size_t j = 0; j < d; ++j) out[j] -= scale * g.values[i * d + j];
-          }
-        }
-      }
-    }
-    train_curve.push_back(MeanLoss(model, data.train, static_cast<int>(num_negatives), 101));
-    valid_curve.push_back(MeanLoss(model, data.valid, static_cast<int>(num_negatives), 202));
-    test_curve.push_back(MeanLoss(model, data.test, static_cast<int>(num_negatives), 303));
-    if (!std::isfinite(train_curve.back()) || !std::isfinite(valid_curve.back()) ||
-        !std::isfinite(test_curve.back())) {
-      // A diverged model has nothing to report (and no NaN is ever printed); the ledger
-      // written so far stays: those steps did run.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "training diverged in epoch ", epoch, " (non-finite loss); lower --learning_rate (got ",
-          learning_rate, ")"));
-    }
-    nlohmann::json line{{"epoch", epoch},         {"step", step},
-                        {"train_loss", train_curve.back()}, {"valid_loss", valid_curve.back()},
-                        {"test_loss", test_curve.back()},   {"epsilon", privacy(step)}};
-    if (o.format == "json") {
-      std::printf("%s\n", line.dump().c_str());
-    } else {
-      std::printf("epoch %d  step %lld  train %.4f  valid %.4f  test %.4f%s\n", epoch,
-                  static_cast<long long>(step), train_curve.back(), valid_curve.back(),
-                  test_curve.back(),
-                  is_private ? absl::StrCat("  epsilon ", line["epsilon"].dump()).c_str() : "");
-    }
-    std::fflush(stdout);
+  std::uniform_int_distribution<int32_t> word(0, data_.num_ids - 1);
+  std::vector<int32_t> negatives(static_cast<size_t>(s_.num_negatives));
+  StepOutcome outcome;
+  batch_.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    for (int32_t& x : negatives) x = word(data_engine_);
+    outcome.loss_sum += model_.LossAndGradient(data_.train[static_cast<size_t>(indices[i])],
+                                               negatives, &batch_[i]);
   }
+  outcome.examples = static_cast<int64_t>(indices.size());
+  std::vector<float>& table = model_.table();
+  const size_t d = static_cast<size_t>(s_.dim);
+  if (sparse_) {
+    // The step's event is in the ledger before the table changes.
+    absl::Status appended = ledger.AppendStepEvent(sparse_->StepEvent(), step);
+    if (!appended.ok()) return appended;
+    auto stats = sparse_->Step(batch_, absl::MakeSpan(table), *rng_);
+    if (!stats.ok()) return stats.status();
+  } else if (s_.algorithm == "dp-sgd") {
+    absl::Status stepped = DenseDpStep(step, ledger);
+    if (!stepped.ok()) return stepped;
+  } else {
+    const float scale = static_cast<float>(plan_->learning_rate / static_cast<double>(batch_.size()));
+    for (const SparseRowGradient& g : batch_) {
+      for (size_t i = 0; i < g.rows.size(); ++i) {
+        float* out = table.data() + static_cast<size_t>(g.rows[i]) * d;
+        for (size_t j = 0; j < d; ++j) out[j] -= scale * g.values[i * d + j];
+      }
+    }
+  }
+  return outcome;
+}
 
+absl::Status Word2VecTask::DenseDpStep(int64_t step, LedgerSink& ledger) {
+  std::vector<float>& table = model_.table();
+  const size_t d = static_cast<size_t>(s_.dim);
+  const double clip_norm = plan_->privacy.clip_norm;
+  dense_gradient_.assign(table.size(), 0.0f);
+  for (const SparseRowGradient& g : batch_) {
+    double squared = 0;
+    for (float v : g.values) squared += static_cast<double>(v) * v;
+    const double factor = optim::sparse::ClipFactor(std::sqrt(squared), clip_norm);
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      float* out = dense_gradient_.data() + static_cast<size_t>(g.rows[i]) * d;
+      for (size_t j = 0; j < d; ++j) out[j] += static_cast<float>(factor * g.values[i * d + j]);
+    }
+  }
+  // The noise plan's standard deviation sigma C on every coordinate (one flat group).
+  mechanisms::AddGaussian(*rng_, dense_noise_.group_noise_stddevs[0], dense_gradient_.data(),
+                          dense_gradient_.size());
+  accounting::SamplingRecord record;
+  record.step = step;
+  record.sampling_rate = plan_->privacy.sampling_rate;
+  record.queries = dense_noise_.records;
+  absl::Status appended = ledger.AppendStep(record);
+  if (!appended.ok()) return appended;
+  const float scale =
+      static_cast<float>(plan_->learning_rate / static_cast<double>(plan_->privacy.batch_size));
+  for (size_t i = 0; i < table.size(); ++i) table[i] -= scale * dense_gradient_[i];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> Word2VecTask::Evaluate() {
+  const int negatives = static_cast<int>(s_.num_negatives);
+  train_curve_.push_back(MeanLoss(model_, data_.train, negatives, 101));
+  valid_curve_.push_back(MeanLoss(model_, data_.valid, negatives, 202));
+  test_curve_.push_back(MeanLoss(model_, data_.test, negatives, 303));
+  if (!std::isfinite(train_curve_.back()) || !std::isfinite(valid_curve_.back()) ||
+      !std::isfinite(test_curve_.back())) {
+    // A diverged model has nothing to report (and no NaN is ever printed); the ledger
+    // written so far stays: those steps did run.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training diverged in epoch ", train_curve_.size(),
+        " (non-finite loss); lower --learning_rate (got ", plan_->learning_rate, ")"));
+  }
+  return nlohmann::json{{"train_loss", train_curve_.back()},
+                        {"valid_loss", valid_curve_.back()},
+                        {"test_loss", test_curve_.back()}};
+}
+
+absl::Status Word2VecTask::Save(const std::string& dir, const std::string& suffix,
+                                int64_t next_step) {
+  const std::string path = Join(dir, kStateFile) + suffix;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::vector<float>& table = model_.table();
+  const int64_t size = static_cast<int64_t>(table.size());
+  const int64_t epochs = static_cast<int64_t>(train_curve_.size());
+  out.write(kStateMagic, sizeof(kStateMagic));
+  out.write(reinterpret_cast<const char*>(&next_step), sizeof(next_step));
+  out.write(reinterpret_cast<const char*>(&size), sizeof(size));
+  out.write(reinterpret_cast<const char*>(table.data()),
+            static_cast<std::streamsize>(table.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(&epochs), sizeof(epochs));
+  for (const std::vector<double>* curve : {&train_curve_, &valid_curve_, &test_curve_}) {
+    out.write(reinterpret_cast<const char*>(curve->data()),
+              static_cast<std::streamsize>(curve->size() * sizeof(double)));
+  }
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Word2VecTask::Load(const std::string& dir) {
+  const std::string path = Join(dir, kStateFile);
+  const absl::Status bad = absl::InvalidArgumentError(absl::StrCat(
+      "--resume: ", path, " cannot be read (truncated, or not this model's checkpoint)"));
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof(kStateMagic)] = {};
+  int64_t next_step = -1, size = -1, epochs = -1;
+  in.read(magic, sizeof(magic));
+  in.read(reinterpret_cast<char*>(&next_step), sizeof(next_step));
+  in.read(reinterpret_cast<char*>(&size), sizeof(size));
+  std::vector<float>& table = model_.table();
+  if (!in || std::memcmp(magic, kStateMagic, sizeof(magic)) != 0 || next_step < 0 ||
+      size != static_cast<int64_t>(table.size())) {
+    return bad;
+  }
+  in.read(reinterpret_cast<char*>(table.data()),
+          static_cast<std::streamsize>(table.size() * sizeof(float)));
+  in.read(reinterpret_cast<char*>(&epochs), sizeof(epochs));
+  if (!in || epochs < 0 || epochs > next_step + 1) return bad;
+  for (std::vector<double>* curve : {&train_curve_, &valid_curve_, &test_curve_}) {
+    curve->resize(static_cast<size_t>(epochs));
+    in.read(reinterpret_cast<char*>(curve->data()),
+            static_cast<std::streamsize>(curve->size() * sizeof(double)));
+  }
+  if (!in) return bad;
+  return next_step;
+}
+
+// Privacy after `steps` steps from the parameters: strong composition (their Thm. 3) and
+// RDP (optim/sparse/sparse_privacy.h); the ledger's own epsilon is reported beside it.
+nlohmann::json Word2VecTask::PrivacyJson(int64_t steps) const {
+  if (!s_.is_private() || steps == 0) return nullptr;
+  optim::sparse::SparseDpSgdPrivacyParams p;
+  p.sampling_rate = plan_->privacy.sampling_rate;
+  p.noise_multiplier = plan_->privacy.noise_multiplier;
+  p.steps = steps;
+  if (s_.algorithm == "dp-sgd") {
+    p.selection_epsilon_per_pick = 0;
+  } else if (s_.algorithm == "dp-sparse-em") {
+    p.selection_epsilon_per_pick = s_.selection_epsilon / static_cast<double>(s_.selected_rows);
+    p.selection_picks = s_.selected_rows;
+    p.selection_bounded_range = true;
+  } else {
+    p.selection_epsilon_per_pick = s_.selection_epsilon;
+  }
+  nlohmann::json j;
+  j["delta"] = plan_->privacy.delta;
+  auto strong = optim::sparse::StrongCompositionEpsilon(p, plan_->privacy.delta);
+  auto event = optim::sparse::SparseDpSgdEvent(p);
+  if (strong.ok()) j["strong_composition"] = *strong;
+  if (event.ok()) {
+    auto rdp = accounting::CertifiedRdpEpsilon(*event, plan_->privacy.delta);
+    if (rdp.ok()) j["rdp"] = *rdp;
+  }
+  return j;
+}
+
+absl::Status Word2VecTask::Finish(const RunPlan& plan, int64_t steps,
+                                  const std::string& ledger_path) {
   nlohmann::json summary{{"model", "word2vec"},
-                         {"algorithm", algorithm},
-                         {"oov", oov_name},
-                         {"corpus_samples", data.samples},
-                         {"train_samples", n},
-                         {"valid_samples", data.valid.size()},
-                         {"test_samples", data.test.size()},
-                         {"steps", step},
-                         {"sampling_rate", q},
-                         {"epsilon", privacy(step)}};
-  if (num_canaries > 0) {
-    std::vector<double> reference;
+                         {"algorithm", s_.algorithm},
+                         {"oov", s_.oov_name},
+                         {"corpus_samples", data_.samples},
+                         {"train_samples", data_.train.size()},
+                         {"valid_samples", data_.valid.size()},
+                         {"test_samples", data_.test.size()},
+                         {"steps", steps},
+                         {"sampling_rate", plan.privacy.sampling_rate},
+                         {"epsilon", PrivacyJson(steps)}};
+  if (s_.num_canaries > 0) {
     const std::vector<Phrase> phrases =
-        RandomPhrases(kVocabularySize, static_cast<int>(num_reference), audit_engine);
+        RandomPhrases(kVocabularySize, static_cast<int>(s_.num_reference), audit_engine_);
+    std::vector<double> reference;
     reference.reserve(phrases.size());
     for (const Phrase& p : phrases) {
-      reference.push_back(model.LogPerplexity(std::vector<int32_t>{p.first, p.last}, p.middle));
+      reference.push_back(model_.LogPerplexity(std::vector<int32_t>{p.first, p.last}, p.middle));
     }
     std::vector<int64_t> ranks;
-    for (const Phrase& c : canaries) ranks.push_back(CanaryRank(model, c, reference));
-    auto chi = UniformRankChiSquare(ranks, num_reference, 10);
+    for (const Phrase& c : canaries_) ranks.push_back(CanaryRank(model_, c, reference));
+    auto chi = UniformRankChiSquare(ranks, s_.num_reference, 10);
     if (!chi.ok()) return chi.status();
     std::vector<int64_t> sorted = ranks;
     std::sort(sorted.begin(), sorted.end());
-    summary["audit"] = {{"canaries", num_canaries},
-                        {"repeats", canary_repeats},
-                        {"reference_phrases", num_reference},
+    summary["audit"] = {{"canaries", s_.num_canaries},
+                        {"repeats", s_.canary_repeats},
+                        {"reference_phrases", s_.num_reference},
                         {"median_rank", sorted[sorted.size() / 2]},
                         {"chi_square", chi->statistic},
                         {"degrees_of_freedom", chi->degrees_of_freedom},
                         {"p_value", chi->p_value}};
   }
   if (!ledger_path.empty()) {
-    // The ledger re-accounted by accounting/ (the training helper's LedgerEpsilon); for
-    // the sparse algorithms this works once the accountants handle Composed events.
+    // The ledger re-accounted by accounting/ (as `dpkit ledger` does).
     double upper = 0;
-    auto ledger_eps = LedgerEpsilon(ledger_path, o.delta, &upper);
-    if (ledger_eps.ok()) {
-      summary["ledger_epsilon"] = *ledger_eps;
-    } else {
-      summary["ledger_epsilon"] = {{"error", std::string(ledger_eps.status().message())}};
+    auto ledger_eps = LedgerEpsilon(ledger_path, plan.privacy.delta, &upper);
+    summary["ledger_epsilon"] =
+        ledger_eps.ok() ? *ledger_eps
+                        : nlohmann::json{{"error", std::string(ledger_eps.status().message())}};
+  }
+  if (!o_.output_dir.empty()) {
+    const std::vector<LossCurve> curves{
+        {"train", train_curve_}, {"valid", valid_curve_}, {"test", test_curve_}};
+    if (auto st = WriteLossCsv(o_.output_dir + "/loss.csv", curves); !st.ok()) return st;
+    if (auto st = WriteLossSvg(o_.output_dir + "/loss.svg",
+                               absl::StrCat("word2vec CBOW, ", s_.algorithm), curves);
+        !st.ok()) {
+      return st;
+    }
+    if (auto st = WriteFileAtomically(o_.output_dir + "/summary.json", summary.dump(2) + "\n");
+        !st.ok()) {
+      return st;
     }
   }
-  if (!o.output_dir.empty()) {
-    const std::vector<LossCurve> curves{{"train", train_curve}, {"valid", valid_curve}, {"test", test_curve}};
-    if (auto s = WriteLossCsv(o.output_dir + "/loss.csv", curves); !s.ok()) return s;
-    if (auto s = WriteLossSvg(o.output_dir + "/loss.svg",
-                              absl::StrCat("word2vec CBOW, ", algorithm), curves);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = WriteFileAtomically(o.output_dir + "/summary.json", summary.dump(2) + "\n"); !s.ok()) {
-      return s;
-    }
-  }
-  std::printf("%s\n", o.format == "json" ? summary.dump().c_str() : summary.dump(2).c_str());
+  std::printf("%s\n", o_.format == "json" ? summary.dump().c_str() : summary.dump(2).c_str());
   return absl::OkStatus();
+}
+
+absl::Status TrainWord2Vec(const TrainOptions& options) {
+  ASSIGN_OR_RETURN_W2V(restored, WithCheckpointFlags(options, PrivacyFlags()));
+  TrainOptions o = restored;
+  ASSIGN_OR_RETURN_W2V(settings, ParseSettings(o));
+  // SGD: shuffled fixed-size batches, no noise, no ledger (engine/run_plan.h).
+  if (!settings.is_private()) o.extra_flags["sampler"] = "shuffled";
+  ASSIGN_OR_RETURN_W2V(data, LoadBrown(o, settings.oov));
+  // Canaries (of vocabulary words, never UNK): inserted canary_repeats times each into the
+  // training set.
+  std::mt19937_64 audit_engine(o.seed ^ 0x5eed5eedULL);
+  std::vector<Phrase> canaries =
+      RandomPhrases(kVocabularySize, static_cast<int>(settings.num_canaries), audit_engine);
+  for (const Phrase& c : canaries) {
+    for (int64_t r = 0; r < settings.canary_repeats; ++r) data.train.push_back(PhraseSample(c));
+  }
+  std::mt19937_64 data_engine(o.seed + 1);  // data order and negatives only
+  std::shuffle(data.train.begin(), data.train.end(), data_engine);
+  Word2VecTask task(o, std::move(settings), std::move(data), std::move(canaries), audit_engine,
+                    data_engine);
+  return RunTraining(o, task);
 }
 
 }  // namespace

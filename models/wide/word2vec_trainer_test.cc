@@ -1,3 +1,5 @@
+#include <signal.h>
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -10,11 +12,13 @@
 #include "accounting/event.h"
 #include "accounting/rdp.h"
 #include "gtest/gtest.h"
+#include "models/engine/checkpoint.h"
 #include "models/trainer_registry.h"
 #include "models/wide/brown_corpus.h"
 #include "models/wide/trainer_testing.h"
 #include "models/wide/wide_testing.h"
 #include "nlohmann/json.hpp"
+#include "tests/training/training_testing.h"
 
 namespace dpkit::models {
 namespace {
@@ -116,6 +120,71 @@ TEST(Word2VecTrainerTest, SparseLedgerEpsilonIsTheRdpOfTheRecordedSteps) {
   // the file) is of the same event, and strong composition is looser.
   EXPECT_NEAR(summary.at("epsilon").at("rdp").get<double>(), eps->epsilon, 1e-9 * eps->epsilon);
   EXPECT_LT(reported, summary["epsilon"].at("strong_composition").get<double>());
+}
+
+// --resume of the dense and the sparse private algorithms: the checkpoint's algorithm,
+// noise multiplier and selection settings are restored without their flags, a flag that
+// contradicts them is refused, and after a kill -9 between a step's ledger append and its
+// update the resumed run accounts every applied step once, plus the lost one(s).
+TEST(Word2VecTrainerTest, DenseAndSparseResumeKeepTheirPrivacySettingsAndNeverUnderCount) {
+  for (const std::string algorithm : {"dp-sgd", "dp-sparse-em"}) {
+    const std::string out = wide::TestPath("w2v_resume_" + algorithm);
+    TrainOptions fresh = SmallRun(algorithm, out);
+    fresh.given_flags = {"algorithm", "selection_epsilon", "noise_multiplier"};
+    fresh.extra_flags["selection_epsilon"] = "2";
+    fresh.noise_multiplier = 1.5;
+    fresh.train_subset = 118;  // + 10 canary samples: n = 128, 4 steps per epoch
+    fresh.batch_size = 32;
+    fresh.epochs = 3;
+    fresh.max_steps.reset();
+    // Killed after step 6's ledger entry, before its update; the checkpoint is at step 4.
+    ASSERT_EQ(training_testing::RunInChild(
+                  fresh, training_testing::KillAt(FaultPoint::kLedgerAppended, 6)),
+              -SIGKILL)
+        << algorithm;
+    ASSERT_EQ(wide::ReadJsonLines(out + "/ledger.jsonl").size(), 7u) << algorithm;
+    TrainOptions resume = SmallRun("dp-sparse-em", out);  // the flags' defaults
+    resume.batch_size.reset();  // the checkpoint's
+    resume.train_subset = 118;
+    resume.max_steps.reset();
+    resume.epochs = 3;
+    resume.resume = true;
+    TrainOptions bad = resume;
+    bad.noise_multiplier = 1.0;
+    const absl::Status contradicted = FindTrainer("word2vec")->run(bad);
+    EXPECT_NE(contradicted.message().find("--noise_multiplier=1 contradicts the checkpoint's "
+                                          "noise_multiplier = 1.5"),
+              std::string::npos)
+        << contradicted;
+    bad = resume;
+    bad.extra_flags["algorithm"] = algorithm == "dp-sgd" ? "dp-sparse-em" : "dp-sgd";
+    bad.given_flags.insert("algorithm");
+    EXPECT_NE(FindTrainer("word2vec")->run(bad).message().find("contradicts the checkpoint's "
+                                                               "algorithm = " + algorithm),
+              std::string::npos);
+    testing::internal::CaptureStdout();
+    const absl::Status resumed = FindTrainer("word2vec")->run(resume);
+    testing::internal::GetCapturedStdout();
+    ASSERT_TRUE(resumed.ok()) << resumed;
+    std::ifstream in(out + "/summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    EXPECT_EQ(summary.at("algorithm"), algorithm);
+    EXPECT_EQ(summary.at("steps"), 12);
+    const std::vector<nlohmann::json> ledger = wide::ReadJsonLines(out + "/ledger.jsonl");
+    // Steps 0-3 (checkpointed), 4-6 accounted but lost, 4-11 again: 12 + 3.
+    ASSERT_EQ(ledger.size(), 15u) << algorithm;
+    nlohmann::json first = ledger[0];
+    first.erase("step");
+    for (nlohmann::json line : ledger) {
+      line.erase("step");  // the sparse steps' events carry no step number
+      EXPECT_EQ(line, first) << algorithm;
+    }
+    if (algorithm == "dp-sgd") {
+      EXPECT_DOUBLE_EQ(ledger[0]["queries"][0].at("noise_stddev").get<double>(), 1.5);
+    } else {
+      EXPECT_NE(ledger[0].dump().find("0.04"), std::string::npos) << ledger[0];  // 2 / 50
+    }
+  }
 }
 
 TEST(Word2VecTrainerTest, RejectsUnknownAlgorithm) {

@@ -5,8 +5,6 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "accounting/conversions.h"
-#include "accounting/rdp.h"
 #include "boost/math/distributions/normal.hpp"
 
 namespace dpkit::optim::sparse {
@@ -107,19 +105,6 @@ absl::StatusOr<accounting::Event> SparseDpSgdEvent(const SparseDpSgdPrivacyParam
   auto run = accounting::Event::SelfComposed(*step, p.steps);
   if (!run.ok()) return absl::InvalidArgumentError(run.error());  // validated above
   return *std::move(run);
-}
-
-absl::StatusOr<double> RdpEpsilon(const SparseDpSgdPrivacyParams& p, double delta) {
-  if (auto s = Validate(p, delta); !s.ok()) return s;
-  absl::StatusOr<accounting::Event> event = SparseDpSgdEvent(p);
-  if (!event.ok()) return event.status();
-  const std::vector<double> orders = accounting::DefaultRdpOrders();
-  accounting::Result<std::vector<double>> rdp = accounting::ComputeRdp(*event, orders);
-  if (!rdp.ok()) return absl::InvalidArgumentError(rdp.error());
-  accounting::Result<accounting::RdpEpsilon> eps =
-      accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
-  if (!eps.ok()) return absl::InvalidArgumentError(eps.error());
-  return eps->epsilon;
 }
 
 }  // namespace dpkit::optim::sparse

@@ -10,8 +10,10 @@
 //    then T steps by advanced composition (Dwork, Rothblum & Vadhan 2010; Dwork &
 //    Roth 2014, Thm. 3.20), or basic composition when smaller. delta is split half for
 //    the T per-step deltas and half for the composition slack.
-//  * RdpEpsilon: the same mechanism by Rényi DP, computed by accounting/rdp.h on the
-//    event SparseDpSgdEvent (the shape SparseDpSgd::StepEvent records: T steps of
+//  * SparseDpSgdEvent: the same mechanism as an accounting event, for any accountant
+//    (accounting::CertifiedRdpEpsilon of accounting/report.h gives its Rényi-DP epsilon;
+//    optim/ uses accounting's events only). The event has the shape SparseDpSgd::StepEvent
+//    records: T steps of
 //    PoissonSampled(q, Composed{SelfComposed(pick, picks), Gaussian(z)})). A pick is
 //    BoundedRange(epsilon0) for the exponential mechanism (its exact bounded-range RDP,
 //    at most min(epsilon0, a epsilon0^2 / 8), Cesar & Rogers 2021) or PureDp(epsilon0)
@@ -52,7 +54,6 @@ absl::StatusOr<accounting::Event> SparseDpSgdEvent(const SparseDpSgdPrivacyParam
 
 absl::StatusOr<double> StrongCompositionEpsilon(const SparseDpSgdPrivacyParams& params,
                                                 double delta);
-absl::StatusOr<double> RdpEpsilon(const SparseDpSgdPrivacyParams& params, double delta);
 
 }  // namespace dpkit::optim::sparse
 

@@ -4,12 +4,25 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "accounting/event.h"
+#include "accounting/report.h"
 #include "accounting/rdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::optim::sparse {
 namespace {
+
+// The certified RDP epsilon of the sparse DP-SGD event (accounting computes it; optim
+// produces the event).
+absl::StatusOr<double> RdpEpsilon(const SparseDpSgdPrivacyParams& params, double delta) {
+  absl::StatusOr<accounting::Event> event = SparseDpSgdEvent(params);
+  if (!event.ok()) return event.status();
+  accounting::Result<double> epsilon = accounting::CertifiedRdpEpsilon(*event, delta);
+  if (!epsilon.ok()) return absl::InvalidArgumentError(epsilon.error());
+  return *epsilon;
+}
 
 // delta(eps) of N(0, z^2) vs N(1, z^2) by direct numerical integration of the hockey
 // stick divergence int max(0, p(x) - e^eps q(x)) dx (Simpson's rule in long double on

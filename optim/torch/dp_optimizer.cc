@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<DpOptimizer>> DpOptimizer::Create(
   dp->optimizer_ = std::move(optimizer);
   dp->options_ = options;
   dp->groups_ = *std::move(groups);
+  dp->noise_plan_ = MakeNoisePlan(dp->groups_, options.noise_multiplier, options.microbatch_size);
   dp->noise_ = std::move(noise_generator);
   for (auto& l : dp->layers_) dp->sums_.emplace_back(l.layer->DpParameters().size());
   return dp;
@@ -204,11 +205,21 @@ absl::StatusOr<int64_t> DpOptimizer::AccumulatePhysicalBatch(
   return batch;
 }
 
-absl::StatusOr<DpStepRecord> DpOptimizer::Step() {
+void DpOptimizer::ReleaseAccumulators() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<torch::Tensor> params = layers_[i].layer->DpParameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      params[k].mutable_grad() = torch::Tensor();
+      sums_[i][k] = torch::Tensor();
+    }
+  }
+  accumulators_ready_ = false;
+}
+
+absl::StatusOr<DpStepResult> DpOptimizer::Step(int64_t step) {
   torch::NoGradGuard no_grad;
   const int64_t k = options_.microbatch_size;
-  const std::vector<double> noise_stddevs =
-      GroupNoiseStddevs(groups_, options_.noise_multiplier, k);
+  const std::vector<double>& noise_stddevs = noise_plan_.group_noise_stddevs;
   // The fixed denominator: the expected number of records.
   const double denominator = k > 1 ? static_cast<double>(NumMicrobatches(
                                          options_.expected_batch_size, k))
@@ -238,25 +249,25 @@ absl::StatusOr<DpStepRecord> DpOptimizer::Step() {
       params[p].mutable_grad() = acc;
     }
   }
-  optimizer_->step();
-  // Release the accumulators (set the gradients to none) until the next physical batch.
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<torch::Tensor> params = layers_[i].layer->DpParameters();
-    for (size_t k = 0; k < params.size(); ++k) {
-      params[k].mutable_grad() = torch::Tensor();
-      sums_[i][k] = torch::Tensor();
+  DpStepResult result;
+  result.sampling.step = step;
+  result.sampling.sampling_rate = options_.sampling_rate;
+  result.sampling.queries = noise_plan_.records;
+  result.batch_examples = examples_;
+  result.records = records_;
+  examples_ = records_ = 0;
+  // The listener (the engine's ledger append) runs before the update is applied.
+  if (listener_) {
+    absl::Status heard = listener_(result.sampling);
+    if (!heard.ok()) {
+      ReleaseAccumulators();
+      return heard;
     }
   }
-  accumulators_ready_ = false;
-  DpStepRecord record;
-  record.sampling_rate = options_.sampling_rate;
-  for (const SumQueryEntry& q : LedgerSumQueries(groups_, options_.noise_multiplier, k)) {
-    record.queries.push_back({q.clip_norm, q.noise_stddev});
-  }
-  record.batch_examples = examples_;
-  record.records = records_;
-  examples_ = records_ = 0;
-  return record;
+  optimizer_->step();
+  // Release the accumulators (set the gradients to none) until the next physical batch.
+  ReleaseAccumulators();
+  return result;
 }
 
 }  // namespace dpkit::optim

@@ -23,13 +23,16 @@
 // clipping is per record (a microbatch is never split across physical batches) and the
 // noise is added once per logical step.
 //
-// The optimizer never computes epsilon: Step() returns what happened (sampling rate, and
-// per group its clip norm and noise standard deviation) for the caller to append to the
-// privacy ledger, from which the accountants compute epsilon.
+// The optimizer never computes epsilon. The step's noise comes from the noise plan of
+// optim/clipping.h (MakeNoisePlan), which also gives the step's accounting::SamplingRecord
+// (sampling rate and the sum queries): Step() hands that record to the step listener
+// AFTER the noise is drawn and BEFORE the wrapped optimizer applies the update (the
+// training engine appends it to the privacy ledger there, durably), and returns it too.
 #ifndef DPKIT_OPTIM_TORCH_DP_OPTIMIZER_H_
 #define DPKIT_OPTIM_TORCH_DP_OPTIMIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "accounting/ledger.h"
 #include "mechanisms/random.h"
 #include "optim/clipping.h"
 #include "optim/torch/per_example_layers.h"
@@ -56,17 +60,17 @@ struct DpOptimizerOptions {
   int64_t microbatch_size = 1;                 // k >= 1: a record = the mean of k examples
 };
 
-// What one step did, for the ledger (McMahan et al. 2018, Sec. 3).
-struct DpStepRecord {
-  struct Query {
-    double clip_norm;     // the sum query's L2 sensitivity (C_g; 2 C_g with microbatches)
-    double noise_stddev;  // sigma * Delta (see optim/clipping.h, LedgerSumQueries)
-  };
-  double sampling_rate = 0;
-  std::vector<Query> queries;
+// What one step did (McMahan et al. 2018, Sec. 3).
+struct DpStepResult {
+  // q and the noise plan's sum queries: {Delta_g, sigma Delta} (optim/clipping.h).
+  accounting::SamplingRecord sampling;
   int64_t batch_examples = 0;  // realised batch size (not privacy-relevant; for logs)
   int64_t records = 0;         // clipped records (examples, or non-empty microbatches)
 };
+
+// Called by Step() with the step's sampling record before the update is applied. An error
+// aborts the step: the update is not applied and Step() returns the error.
+using DpStepListener = std::function<absl::Status(const accounting::SamplingRecord&)>;
 
 // The torch optimizer for "sgd" | "adam" | "adagrad" with learning rate lr.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(
@@ -89,9 +93,13 @@ class DpOptimizer {
   absl::StatusOr<int64_t> AccumulatePhysicalBatch(
       absl::Span<const int64_t> microbatch_sizes = {});
 
-  // Noise, average, step; resets the accumulator. An empty logical batch (nothing
-  // accumulated) is a valid step: the update is pure noise.
-  absl::StatusOr<DpStepRecord> Step();
+  // Noise, average, listener, step; resets the accumulator. An empty logical batch
+  // (nothing accumulated) is a valid step: the update is pure noise. `step` is the
+  // record's step number (informational).
+  absl::StatusOr<DpStepResult> Step(int64_t step = 0);
+
+  // The listener of every later Step() (none by default).
+  void SetStepListener(DpStepListener listener) { listener_ = std::move(listener); }
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const DpOptimizerOptions& options() const { return options_; }
@@ -106,7 +114,11 @@ class DpOptimizer {
   DpOptimizerOptions options_;
   ClippingGroups groups_;
   std::unique_ptr<mechanisms::RandomGenerator> noise_;
+  NoisePlan noise_plan_;  // fixed by the options: computed once in Create
+  DpStepListener listener_;
   std::vector<NamedPerExampleLayer> layers_;
+  // Sets the .grad tensors to none and forgets the accumulators.
+  void ReleaseAccumulators();
   // Allocates the .grad accumulators (zeros) if this step has none yet.
   void EnsureAccumulators();
   std::vector<std::vector<torch::Tensor>> sums_;  // per layer, per parameter: their .grad

@@ -95,12 +95,59 @@ TEST(DpOptimizerTest, FlatClippingAveragesClippedExamplesOverExpectedBatchSize) 
   ASSERT_TRUE(record.ok());
   ExpectUpdate(net, before, expected);
   EXPECT_EQ(record->batch_examples, 8);
-  ASSERT_EQ(record->queries.size(), 1u);
-  EXPECT_EQ(record->queries[0].clip_norm, 0.3);
-  EXPECT_EQ(record->sampling_rate, 0.5);
+  ASSERT_EQ(record->sampling.queries.size(), 1u);
+  EXPECT_EQ(record->sampling.queries[0].clip_norm, 0.3);
+  EXPECT_EQ(record->sampling.sampling_rate, 0.5);
   int clipped = 0;
   for (double n : dp->last_norms()) clipped += n > 0.3;
   EXPECT_GT(clipped, 0);  // the test exercises clipping
+}
+
+// The listener (the engine's ledger append) sees the step's record before the update is
+// applied, and an error from it leaves the parameters untouched.
+TEST(DpOptimizerTest, ListenerHearsTheRecordBeforeTheUpdateAndCanVetoIt) {
+  torch::manual_seed(7);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 1.3;
+  options.clip_norm = 0.5;
+  options.sampling_rate = 0.25;
+  options.expected_batch_size = 8;
+  auto dp = MakeDp(net, options, 1.0);
+  torch::Tensor x = torch::randn({8, 5}, torch::kFloat64);
+  torch::Tensor y = torch::randint(0, 3, {8}, torch::kLong);
+  const auto before = Snapshot(net);
+  int heard = 0;
+  double changed_when_heard = -1;
+  dp->SetStepListener([&](const accounting::SamplingRecord& record) {
+    ++heard;
+    EXPECT_EQ(record.step, 41);
+    EXPECT_EQ(record.sampling_rate, 0.25);
+    EXPECT_EQ(record.queries.size(), 1u);
+    changed_when_heard = 0;
+    for (size_t p = 0; p < before.size(); ++p) {
+      changed_when_heard += (net.parameters()[p] - before[p]).abs().sum().item<double>();
+    }
+    return heard == 1 ? absl::InternalError("disk full") : absl::OkStatus();
+  });
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_TRUE(dp->AccumulatePhysicalBatch().ok());
+  const auto vetoed = dp->Step(41);
+  EXPECT_EQ(vetoed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(changed_when_heard, 0.0);
+  for (size_t p = 0; p < before.size(); ++p) {
+    EXPECT_TRUE(net.parameters()[p].equal(before[p])) << p;
+    EXPECT_FALSE(net.parameters()[p].grad().defined()) << p;
+  }
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_TRUE(dp->AccumulatePhysicalBatch().ok());
+  const auto applied = dp->Step(41);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(heard, 2);
+  EXPECT_EQ(changed_when_heard, 0.0);  // heard before the update
+  EXPECT_DOUBLE_EQ(applied->sampling.queries[0].noise_stddev, 1.3 * 0.5);
+  EXPECT_FALSE(net.parameters()[0].equal(before[0]));
 }
 
 TEST(DpOptimizerTest, PerLayerClippingClipsEachLayerToItsShare) {
@@ -123,8 +170,8 @@ TEST(DpOptimizerTest, PerLayerClippingClipsEachLayerToItsShare) {
   auto record = dp->Step();
   ASSERT_TRUE(record.ok());
   ExpectUpdate(net, before, expected);
-  ASSERT_EQ(record->queries.size(), 2u);
-  EXPECT_NEAR(record->queries[1].clip_norm, share, 1e-15);
+  ASSERT_EQ(record->sampling.queries.size(), 2u);
+  EXPECT_NEAR(record->sampling.queries[1].clip_norm, share, 1e-15);
 }
 
 TEST(DpOptimizerTest, PhysicalBatchesGiveTheSameStepAsOneBatch) {
@@ -163,7 +210,7 @@ TEST(DpOptimizerTest, EmptyBatchStepIsNoiseWithStddevSigmaCOverBatch) {
   auto record = dp->Step();  // nothing accumulated: an empty Poisson batch
   ASSERT_TRUE(record.ok());
   EXPECT_EQ(record->batch_examples, 0);
-  EXPECT_DOUBLE_EQ(record->queries[0].noise_stddev, 2.6);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].noise_stddev, 2.6);
   std::vector<torch::Tensor> diffs;
   auto after = net.parameters();
   for (size_t p = 0; p < after.size(); ++p) diffs.push_back((after[p] - before[p]).flatten());
@@ -228,8 +275,8 @@ TEST(DpOptimizerTest, MicrobatchRecordIsTheClippedAverageOfItsExamples) {
   EXPECT_EQ(record->records, 3);
   EXPECT_GT(clipped, 0);  // the test exercises clipping
   // Sensitivity 2C with microbatches (optim/clipping.h).
-  ASSERT_EQ(record->queries.size(), 1u);
-  EXPECT_DOUBLE_EQ(record->queries[0].clip_norm, 0.6);
+  ASSERT_EQ(record->sampling.queries.size(), 1u);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].clip_norm, 0.6);
 }
 
 TEST(DpOptimizerTest, MicrobatchSizesMustMatchTheBatch) {
@@ -269,8 +316,8 @@ TEST(DpOptimizerTest, MicrobatchNoiseIsTwoSigmaCOverTheMicrobatchCount) {
   auto before = Snapshot(net);
   auto record = dp->Step();
   ASSERT_TRUE(record.ok());
-  EXPECT_DOUBLE_EQ(record->queries[0].clip_norm, 4.0);
-  EXPECT_DOUBLE_EQ(record->queries[0].noise_stddev, 5.2);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].clip_norm, 4.0);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].noise_stddev, 5.2);
   std::vector<torch::Tensor> diffs;
   auto after = net.parameters();
   for (size_t p = 0; p < after.size(); ++p) diffs.push_back((after[p] - before[p]).flatten());
@@ -311,8 +358,8 @@ TEST(DpOptimizerTest, JointClippingClipsTheRescaledRecordWithOneFactor) {
   auto record = dp->Step();
   ASSERT_TRUE(record.ok());
   ExpectUpdate(net, before, expected);
-  ASSERT_EQ(record->queries.size(), 1u);  // one Gaussian sum query on the rescaled record
-  EXPECT_DOUBLE_EQ(record->queries[0].clip_norm, 0.5);
+  ASSERT_EQ(record->sampling.queries.size(), 1u);  // one Gaussian sum query on the rescaled record
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].clip_norm, 0.5);
 }
 
 TEST(DpOptimizerTest, JointClippingNoiseIsScaledPerGroup) {
@@ -331,8 +378,8 @@ TEST(DpOptimizerTest, JointClippingNoiseIsScaledPerGroup) {
   auto before = Snapshot(net);
   auto record = dp->Step();
   ASSERT_TRUE(record.ok());
-  ASSERT_EQ(record->queries.size(), 1u);
-  EXPECT_DOUBLE_EQ(record->queries[0].noise_stddev, 2.6);
+  ASSERT_EQ(record->sampling.queries.size(), 1u);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].noise_stddev, 2.6);
   auto after = net.parameters();
   torch::Tensor fc1 = torch::cat({(after[0] - before[0]).flatten(), (after[1] - before[1]).flatten()});
   torch::Tensor fc2 = torch::cat({(after[2] - before[2]).flatten(), (after[3] - before[3]).flatten()});

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "accounting/gdp.h"
 #include "gtest/gtest.h"
 #include "mechanisms/additive.h"
 #include "mechanisms/calibration.h"
@@ -86,7 +87,7 @@ std::vector<double> GaussianOutputs(double stddev, double value, int n, uint64_t
 
 TEST(GaussianAuditTest, BoundStaysBelowClaimAndHalfNoiseIsCaught) {
   const int n = 2000000;
-  const double sigma = *mechanisms::AnalyticGaussianStddev(1.0, 1e-5, 1.0);
+  const double sigma = *accounting::AnalyticGaussianStddev(1.0, 1e-5, 1.0);
   const std::vector<double> thresholds = Grid(0.0, 5.0 * sigma, sigma / 4);
   const AuditResult ok = EpsilonLowerBound(GaussianOutputs(sigma, 1.0, n, 5),
                                            GaussianOutputs(sigma, 0.0, n, 6), thresholds, 1e-5,
@@ -104,7 +105,7 @@ TEST(GaussianAuditTest, BoundStaysBelowClaimAndHalfNoiseIsCaught) {
 // 2e5 trials per input: the bound stays below the claim.
 TEST(GaussianAuditTest, LatticeGaussianMechanismBoundStaysBelowClaim) {
   const int n = 200000;
-  const double sigma = *mechanisms::AnalyticGaussianStddev(1.0, 1e-5, 1.0);
+  const double sigma = *accounting::AnalyticGaussianStddev(1.0, 1e-5, 1.0);
   auto mechanism = mechanisms::GaussianMechanism::Create(sigma, 1.0);
   ASSERT_TRUE(mechanism.ok());
   std::vector<double> a(n), b(n);

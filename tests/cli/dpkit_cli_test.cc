@@ -54,8 +54,8 @@ TEST(DpkitEpsilonTest, RejectsOutOfRangeNumbersWithExitTwoAndOneLineNamingTheFla
 }
 
 TEST(DpkitEpsilonTest, RejectsBadDeltaAccountantFormatAndUnknownFlags) {
-  ExpectUsageError(std::string("epsilon ") + kValid + " --delta=0", "--delta must be in (0, 1)");
-  ExpectUsageError(std::string("epsilon ") + kValid + " --delta=1", "--delta must be in (0, 1)");
+  ExpectUsageError(std::string("epsilon ") + kValid + " --delta=0", "--delta must be in [1e-300, 1)");
+  ExpectUsageError(std::string("epsilon ") + kValid + " --delta=1", "--delta must be in [1e-300, 1)");
   ExpectUsageError(std::string("epsilon ") + kValid + " --delta=-1e-5", "--delta");
   ExpectUsageError(std::string("epsilon ") + kValid + " --delta=nan", "--delta");
   ExpectUsageError(std::string("epsilon ") + kValid + " --accountant=foo",

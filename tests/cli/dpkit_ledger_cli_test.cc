@@ -191,7 +191,7 @@ TEST(DpkitLedgerTest, RejectsBadLedgersAndArguments) {
   ExpectUsageError("ledger", "FILE");
   ExpectUsageError("ledger a.jsonl b.jsonl", "FILE");
   const std::string ok = WriteLedger("ok.jsonl", good);
-  ExpectUsageError("ledger " + ok + " --delta=2", "--delta must be in (0, 1)");
+  ExpectUsageError("ledger " + ok + " --delta=2", "--delta must be in [1e-300, 1)");
   ExpectUsageError("ledger " + ok + " --epsilon=-1", "--epsilon must be finite and >= 0");
   ExpectUsageError("ledger " + ok + " --epsilon=1 --delta=1e-5", "not both");
   ExpectUsageError("ledger " + ok + " --steps=3", "unknown flag --steps");

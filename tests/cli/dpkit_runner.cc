@@ -30,10 +30,11 @@ std::string DpkitPath() {
          (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
 }
 
-CliRun Dpkit(const std::string& args) {
+CliRun Dpkit(const std::string& args, const std::string& environment) {
   const std::string out = TempDir() + "/stdout.txt";
   const std::string err = TempDir() + "/stderr.txt";
-  const std::string command = DpkitPath() + " " + args + " >" + out + " 2>" + err;
+  const std::string command = (environment.empty() ? "" : "env " + environment + " ") +
+                              DpkitPath() + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(command.c_str());
   CliRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

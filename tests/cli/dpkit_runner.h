@@ -23,7 +23,8 @@ std::string TempDir();
 std::string DpkitPath();
 
 // Runs `dpkit ARGS` (ARGS is shell text) and captures exit code, stdout and stderr.
-CliRun Dpkit(const std::string& args);
+// `environment` ("NAME=value ...", shell text) is set for that run only.
+CliRun Dpkit(const std::string& args, const std::string& environment = "");
 
 // Number of '\n' in `text`.
 int CountLines(const std::string& text);

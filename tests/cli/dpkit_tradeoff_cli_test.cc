@@ -138,7 +138,7 @@ TEST(DpkitTradeoffTest, BadFlagsExitTwoWithOneLine) {
   ExpectUsageError(t + " --format=json", "--format must be one of csv|svg");
   ExpectUsageError(t + " --points=1", "--points must be an integer in [2, 100001]");
   ExpectUsageError(t + " --points=100002", "--points");
-  ExpectUsageError(t + " --delta=0", "--delta must be in (0, 1)");
+  ExpectUsageError(t + " --delta=0", "--delta must be in [1e-100, 1)");
   ExpectUsageError(t + " --output=", "--output");
   ExpectUsageError(t + " --output=/nonexistent-dir/x.csv", "--output cannot be written");
   ExpectUsageError(t + " --accountant=rdp", "accountant");  // not a tradeoff flag

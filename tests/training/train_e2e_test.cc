@@ -1,14 +1,18 @@
 // End-to-end: `dpkit train mnist` on small synthetic idx files (written here, so the test
 // is hermetic and fast): outputs, ledger, metrics, checkpoint, resume and bad input.
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -44,11 +48,15 @@ std::string TempDir() {
   return dir != nullptr ? dir : "/tmp";
 }
 
-CliRun Dpkit(const std::string& args) {
+std::string DpkitBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
-  std::string binary = std::string(srcdir != nullptr ? srcdir : ".") + "/" +
-                       (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/" +
+         (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
+}
+
+CliRun Dpkit(const std::string& args) {
+  const std::string binary = DpkitBinary();
   std::string out = TempDir() + "/stdout.txt", err = TempDir() + "/stderr.txt";
   int status = std::system((binary + " " + args + " >" + out + " 2>" + err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
@@ -131,6 +139,75 @@ TEST(TrainE2eTest, TrainsWritesLedgerMetricsCheckpointAndResumes) {
   double ledger_rdp = json::parse(accounted.out)["rdp"]["epsilon"].get<double>();
   EXPECT_NEAR(ledger_rdp, last["epsilon"]["rdp"]["epsilon"].get<double>(), 1e-9);
   EXPECT_GE(ledger_rdp, last["epsilon"]["pld"]["epsilon_lower"].get<double>());
+}
+
+int64_t SampleLines(const std::string& ledger) {
+  int64_t n = 0;
+  for (const std::string& line : Lines(ReadFile(ledger))) {
+    const json entry = json::parse(line, nullptr, false);
+    if (!entry.is_discarded() && entry.value("type", "") == "sample") ++n;
+  }
+  return n;
+}
+
+// Starts `dpkit ARGS` and kills it with SIGKILL once its ledger holds between `low` and
+// `high` steps (a fresh run mid-way); returns whether it was killed (false: it exited).
+bool StartAndKillMidRun(const std::string& args, const std::string& ledger, int64_t low,
+                        int64_t high) {
+  const std::string command = "exec " + DpkitBinary() + " " + args + " >/dev/null 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int polls = 0; polls < 60000; ++polls) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return false;
+    const int64_t steps = SampleLines(ledger);
+    if (steps >= low && steps < high) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return true;
+}
+
+// Issue 21, soundness item 1, through the command line: a run with --max_steps, then a
+// fresh run in the same directory killed with SIGKILL mid-way, then --resume. The code
+// before the training engine let the fresh run delete the ledger but keep the old
+// checkpoint, and --resume trained the old model beside the new, shorter ledger.
+TEST(TrainE2eTest, KilledFreshRunThenResumeNeverUnderCountsTheLedger) {
+  std::string data = MakeData("data_issue21", 512, 20);
+  std::string out = TempDir() + "/issue21";
+  std::string ledger = out + "/ledger.jsonl";
+  std::string common = "train mnist --data_dir=" + data + " --output_dir=" + out +
+                       " --batch_size=16 --epochs=3 --threads=1 --format=json --test_subset=20";
+  ASSERT_EQ(Dpkit(common + " --max_steps=48").exit_code, 0);
+  ASSERT_EQ(SampleLines(ledger), 48);
+  // The fresh run (no --max_steps) in the same directory, killed after ~10 of its steps
+  // if it runs at all (32 steps per epoch: before its first checkpoint).
+  StartAndKillMidRun(common, ledger, 8, 30);
+  CliRun resumed = Dpkit(common + " --resume");
+  std::ifstream in(out + "/checkpoint.json");
+  ASSERT_TRUE(in.good());
+  const json checkpoint = json::parse(in);
+  // Every update of the saved model is in the ledger.
+  EXPECT_GE(SampleLines(ledger), checkpoint["next_step"].get<int64_t>()) << resumed.err;
+  if (resumed.exit_code == 0) {
+    EXPECT_EQ(checkpoint["next_step"], 96);
+  }
+
+  // With --overwrite the fresh run removes the old checkpoint before its ledger starts;
+  // killed mid-way, it leaves nothing to resume.
+  EXPECT_TRUE(StartAndKillMidRun(common + " --overwrite", ledger, 8, 30));
+  EXPECT_FALSE(std::ifstream(out + "/checkpoint.json").good());
+  CliRun refused = Dpkit(common + " --resume");
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_EQ(Lines(refused.err).size(), 1u) << refused.err;
 }
 
 TEST(TrainE2eTest, TargetEpsilonCalibratesTheNoise) {
@@ -228,6 +305,8 @@ TEST(TrainE2eTest, BadInputExitsTwoWithOneLine) {
         "train mnist --data_dir=" + data + " --batch_size=16 --clipping=joint --clipping_groups=conv1 --clipping_scales=1",
         "train mnist --data_dir=" + data + " --batch_size=16 --clipping=joint --clipping_scales=1,1,1,-1",
         "train mnist --data_dir=" + data + " --batch_size=16 --physical_batch_size=0",
+        std::string("train mnist --learning_rate=1e308"), std::string("train mnist --clip_norm=1e308"),
+        std::string("train mnist --noise_multiplier=1e308"), std::string("train mnist --learning_rate=inf"),
         "train mnist --data_dir=" + truncated,
         "train mnist --data_dir=" + TempDir() + "/nowhere"}) {
     CliRun run = Dpkit(args);

@@ -22,20 +22,84 @@ window.dpkitStats = stats;
 // ---------------------------------------------------------------------------------------
 // Formatting.
 
-function formatNumber(value, digits = 5) {
+// Outward rounding (issue 15): a certified upper bound is shown rounded UP and a certified
+// lower bound rounded DOWN at the shown precision, so that the text, read back as a
+// number, is still a bound (the page once showed the upper bound 3.706249 as 3.7062). The
+// C++ side has the same rule in accounting/report_rounding.h. `direction` is 'up', 'down'
+// or 'nearest' (approximations, inputs).
+
+// Adds (+1) or subtracts (-1) one unit of the last digit of a string of decimal digits;
+// returns the new digits (one more on a carry out, a leading '0' after a borrow).
+function stepDigits(digits, step) {
+  const out = digits.split('');
+  for (let i = out.length - 1; i >= 0; --i) {
+    const d = Number(out[i]) + step;
+    if (d >= 0 && d <= 9) {
+      out[i] = String(d);
+      return out.join('');
+    }
+    out[i] = step > 0 ? '0' : '9';
+  }
+  return step > 0 ? '1' + out.join('') : out.join('');
+}
+
+// The number with `digits` significant digits nearest to `value` on the side `direction`
+// asks for: toExponential's decimal (exact, correctly rounded) moved one unit of its last
+// digit outward when it falls on the wrong side of `value`.
+function roundSignificant(value, digits, direction = 'nearest') {
+  if (!Number.isFinite(value) || value === 0) return value;
+  const text = value.toExponential(digits - 1);
+  const parsed = Number(text);
+  if (direction === 'nearest' || (direction === 'up' ? parsed >= value : parsed <= value)) {
+    return parsed;
+  }
+  const negative = value < 0;
+  const [mantissa, exponentText] = text.replace(/^-/, '').split('e');
+  let mantissaDigits = mantissa.replace('.', '');
+  let exponent = Number(exponentText);
+  // Up for a positive value (down for a negative one) grows the magnitude.
+  const grow = (direction === 'up') !== negative;
+  mantissaDigits = stepDigits(mantissaDigits, grow ? 1 : -1);
+  if (mantissaDigits.length > digits) {
+    mantissaDigits = mantissaDigits.slice(0, digits);
+    exponent += 1;
+  } else if (mantissaDigits[0] === '0') {
+    mantissaDigits = '9'.repeat(digits);
+    exponent -= 1;
+  }
+  const moved = (negative ? '-' : '') + mantissaDigits[0] +
+      (digits > 1 ? '.' + mantissaDigits.slice(1) : '') + 'e' + exponent;
+  return Number(moved);
+}
+
+function formatNumber(value, digits = 5, direction = 'nearest') {
   if (value === Infinity) return '∞';
   if (!Number.isFinite(value)) return '–';
   if (value === 0) return '0';
-  const magnitude = Math.abs(value);
-  if (magnitude >= 1e6 || magnitude < 1e-4) {
-    return Number(value.toPrecision(digits)).toExponential();
-  }
-  if (magnitude >= 100) return value.toFixed(2);
-  return String(Number(value.toPrecision(digits)));
+  const rounded = roundSignificant(value, digits, direction);
+  if (!Number.isFinite(rounded)) return rounded > 0 ? '∞' : '−∞';
+  const magnitude = Math.abs(rounded);
+  // String() and toExponential() give the shortest text that reads back as `rounded`.
+  if (magnitude >= 1e6 || magnitude < 1e-4) return rounded.toExponential();
+  return String(rounded);
 }
 
-function formatPercent(value) {
-  return Number.isFinite(value) ? (100 * value).toFixed(2) + ' %' : '–';
+// A probability as a percentage with 2 decimals, rounded as `direction` says: the digits
+// of value.toFixed(4) (exact), moved one unit outward if needed, with the point moved by 2.
+function formatPercent(value, direction = 'nearest') {
+  if (!Number.isFinite(value)) return '–';
+  let text = value.toFixed(4);
+  const parsed = Number(text);
+  if (direction !== 'nearest' && (direction === 'up' ? parsed < value : parsed > value) &&
+      value >= 0) {
+    const negative = text.startsWith('-');
+    let digits = text.replace(/^-/, '').replace('.', '');
+    digits = stepDigits(digits, direction === 'up' ? 1 : -1).padStart(5, '0');
+    text = (negative ? '-' : '') + digits.slice(0, digits.length - 4) + '.' + digits.slice(-4);
+  }
+  const [whole, fraction] = text.split('.');
+  const percent = Number(whole + fraction.slice(0, 2)) + '.' + fraction.slice(2);
+  return percent + ' %';
 }
 
 // ---------------------------------------------------------------------------------------
@@ -340,10 +404,10 @@ const core = {
 // ---------------------------------------------------------------------------------------
 // Rendering results.
 
-function setValue(id, value, text) {
+function setValue(id, value, text, direction = 'nearest') {
   const element = document.getElementById(id);
   element.classList.remove('busy', 'failed');
-  element.textContent = text !== undefined ? text : formatNumber(value);
+  element.textContent = text !== undefined ? text : formatNumber(value, 5, direction);
   if (Number.isFinite(value)) element.dataset.value = String(value);
   else delete element.dataset.value;
 }
@@ -383,19 +447,23 @@ function showSlot(name, slot) {
   }
   if (slot.noise_multiplier !== undefined) setValue(sigmaId, slot.noise_multiplier);
   if (name === 'pld') {
-    setValue('pld-epsilon-upper', slot.epsilon_upper);
-    setValue('pld-epsilon-lower', slot.epsilon_lower);
+    setValue('pld-epsilon-upper', slot.epsilon_upper, undefined, 'up');
+    setValue('pld-epsilon-lower', slot.epsilon_lower, undefined, 'down');
   } else if (name === 'rdp') {
-    setValue('rdp-epsilon', slot.epsilon);
+    setValue('rdp-epsilon', slot.epsilon, undefined, 'up');
     setValue('rdp-order', slot.order);
     $('#rdp-conversion').textContent = slot.conversion + ' conversion';
   } else {
     setValue('gdp-mu', slot.mu);
-    setValue('gdp-epsilon', slot.epsilon);
+    // Exact mu-GDP (q = 1) is a certified bound; the CLT value is an approximation.
+    setValue('gdp-epsilon', slot.epsilon, undefined, slot.approximate ? 'nearest' : 'up');
   }
   // GDP: the value of G_mu (approximate for DP-SGD); PLD and RDP: certified lower bounds.
   const minError = name === 'gdp' ? slot.min_error : slot.min_error_lower;
-  if (minError !== undefined) setValue(name + '-min-error', minError, formatPercent(minError));
+  if (minError !== undefined) {
+    setValue(name + '-min-error', minError,
+             formatPercent(minError, name === 'gdp' ? 'nearest' : 'down'));
+  }
 }
 
 // The epsilon of an accountant's slot that bounds (or approximates) the privacy loss.
@@ -445,8 +513,9 @@ function drawEpsilonTable(view) {
     for (const name of view.accountants) {
       const slot = view.curve[i][name];
       const pair = !slot ? ['…', '…'] : slot.error ? ['error', ''] :
-          name === 'pld' ? [formatNumber(slot.epsilon_upper), formatNumber(slot.epsilon_lower)] :
-          name === 'rdp' ? [formatNumber(slot.epsilon), formatNumber(slot.order)] :
+          name === 'pld' ? [formatNumber(slot.epsilon_upper, 5, 'up'),
+                            formatNumber(slot.epsilon_lower, 5, 'down')] :
+          name === 'rdp' ? [formatNumber(slot.epsilon, 5, 'up'), formatNumber(slot.order)] :
           [formatNumber(slot.mu), formatNumber(slot.epsilon)];
       cells.push(...pair);
     }
@@ -474,7 +543,7 @@ function drawTradeoff(view) {
     const plot = request(epsilon, alphas);
     const table = request(epsilon, TABLE_ALPHAS);
     if (!plot.ok || !table.ok) continue;
-    curves.push({name: `(ε, δ) from ${name.toUpperCase()}, ε = ${formatNumber(epsilon, 4)}`,
+    curves.push({name: `(ε, δ) from ${name.toUpperCase()}, ε = ${formatNumber(epsilon, 4, 'up')}`,
                  color: COLORS[name], dash: '2 4', values: plot.result.approx_dp,
                  tableValues: table.result.approx_dp});
   }
@@ -484,7 +553,7 @@ function drawTradeoff(view) {
     if (!run || !run[name] || run[name].error) continue;
     const beta = run[name].beta;
     curves.push({name: `${name.toUpperCase()} curve of this run (certified), min α+β ≥ ` +
-                       formatPercent(run[name].min_error_lower),
+                       formatPercent(run[name].min_error_lower, 'down'),
                  tableName: `${name.toUpperCase()} curve (certified)`,
                  color: COLORS[name], xs: RUN_ALPHAS,
                  values: beta.slice(0, RUN_ALPHAS.length),

@@ -1,0 +1,63 @@
+// The decomposed bound, (7): bounds on delta(eps) or eps(delta) for one Gaussian or
+// Laplace component used many times whose per-step bulk is narrower than the grid can
+// resolve (small q and sigma), from its bulk and its tail composed separately. The proof
+// is in the .cc file.
+#ifndef DPKIT_ACCOUNTING_INTERNAL_PLD_DECOMPOSED_H_
+#define DPKIT_ACCOUNTING_INTERNAL_PLD_DECOMPOSED_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "accounting/event.h"
+#include "accounting/internal/pld_common.h"
+#include "accounting/internal/pld_mechanism.h"
+#include "accounting/result.h"
+#include "unsupported/Eigen/FFT"
+
+namespace dpkit::accounting::pld_internal {
+
+// Direct convolution of two non-negative PMFs: a on a grid of spacing H, b on a grid of
+// spacing r H (its index i is the loss i r H); the result is on the H grid. Each entry is
+// a sum of at most b.size() non-negative products, rounded down (lower) or up (upper) by
+// an allowance covering that many roundings. Lower: mass at +inf and masses below 1e-150
+// are dropped. Upper: they go to +inf, with every product they could take part in.
+Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound = Bound::kLower);
+
+// One component used `total` times, as the decomposition sees it: in direction dir, with
+// its pessimistic PMF on the ordinary grid h_pess (for the tilt and the grids), the
+// requested tolerance and the tail budget of its grids.
+struct DecompositionInput {
+  Mechanism m;
+  Direction dir;
+  int64_t total;
+  const Pmf& pessimistic;
+  double h_pess;
+  double tolerance;
+  ld tail;
+};
+
+// The decomposed bound (7) for the query: nullopt where the decomposition does not apply
+// (not a Gaussian or Laplace base, fewer than 16 uses, or a bulk it cannot resolve); an
+// error where a step failed. `hint`: the ordinary upper bound of the same direction.
+Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
+                                          const Query& query, ld hint,
+                                          Eigen::FFT<double>* fft);
+
+// The decomposed bounds of an event: each nullopt where not asked for or where (7) does
+// not apply, an error where it failed.
+struct DecomposedResults {
+  Result<std::optional<ld>> lower = std::optional<ld>();
+  Result<std::optional<ld>> upper = std::optional<ld>();
+};
+
+// The decomposed bounds (7) of an event made of one Gaussian or Laplace component used 16
+// to 1e12 times, in direction `dir`, on the grid of `options` (the tilt and the block grid
+// follow from it): the bounds asked for. nullopt where the event does not have that form.
+Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
+    const Event& event, const GridOptions& options, ld tail_budget, Direction dir,
+    const std::vector<Bound>& bounds, const Query& query, ld hint);
+
+}  // namespace dpkit::accounting::pld_internal
+
+#endif  // DPKIT_ACCOUNTING_INTERNAL_PLD_DECOMPOSED_H_

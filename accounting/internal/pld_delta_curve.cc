@@ -1,0 +1,215 @@
+#include "accounting/internal/pld_delta_curve.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "accounting/internal/pld_search.h"
+
+namespace dpkit::accounting::pld_internal {
+
+// (8) Offsets of the second suffix sum. The curve needs e^eps sum_{l_j > eps} w_j e^{-l_j}
+//     (DeltaAt). Stored as the plain sum s2 = sum w_j e^{-l_j}, its terms leave the range of
+//     long double (e^{-11399} is the smallest subnormal) once l_j exceeds ~11400 (the
+//     composed loss of sigma = 1, T = 2.5e4 already does): they round to 0, which lowers
+//     e^eps s2 and RAISES s1 - e^eps s2, so the optimistic curve exceeds the true one (sigma
+//     = 1, T = 1e5, delta = 1e-5: "lower bound" 51348.59 > exact 51347.68, Balle, Wang 2018,
+//     Thm. 8; under Emscripten, whose exp is double's, from l_j ~ 745 on).
+//     So s2 is stored relative to an offset o_j = g_j h (g_j an integer grid index):
+//       S_j = e^{o_j} s2_j = sum_{k >= j} w_k e^{o_j - l_k},
+//       e^eps s2_j = exp((eps - o_j) + log S_j).
+//     Walking down from the top, g starts at 0 and is moved to g' = start + j (o' = l_j,
+//     S <- S e^{(g' - g) h}) whenever |l_j - o| > kOffsetLoss. Every entry then has
+//     |l_j - o_j| <= kOffsetLoss, so its term w_j e^{o_j - l_j} <= w_j e^{kOffsetLoss} and
+//     e^{eps - o_j} <= e^{kOffsetLoss} (eps < l_first) stay in range, and a window inside
+//     |l| <= kOffsetLoss keeps o = 0: the arithmetic of the plain sum, bit for bit.
+//     Only roundings are to be bounded. Beyond those the plain sum allows for (kCurveUlps
+//     and 8u of both terms), with u = kLdUnit:
+//      - a rebasing multiplies the carried S by exp((g' - g) h), (g - g') h <= kOffsetLoss +
+//        h (the entry above was within it): the integer difference is exact, the product with
+//        h and exp's argument round by (kOffsetLoss + 1) u, exp and the product by a few u:
+//        the terms carried through m rebasings are off by a relative m (kOffsetLoss + 8) 2u
+//        at most, m <= `rebases` (rebasings of a zero S round nothing and are not counted);
+//      - a term's exponent log(v) + log_scale - lambda l_j - (l_j - o_j) rounds by at most
+//        (|log v| + |log_scale| + |lambda l_j| + kOffsetLoss) u, |log v| < 12000 (v is a
+//        normal long double; in double, < 745);
+//      - (eps - o) + log S, then exp: (|o| + |eps| + 2 |log S| + 8) u;
+//      so a relative 2u (rebases (kOffsetLoss + 8) + |o| + |eps| + 2 |log S| +
+//      exponent_bound + kOffsetLoss + 12064) of e^eps s2 covers them where o_first != 0;
+//      - underflow (absolute): each entry's term (exp, and v times a factor) and each
+//        rebasing product round with an absolute error below kTinyNormal (the smallest
+//        normal number of the type exp returns): at most (2 n + rebases) kTinyNormal in S,
+//        times e^{eps - o} <= e^{kOffsetLoss + 1}. That is below e^{-3100} natively and
+//        below e^{-640} under Emscripten (kOffsetLoss = 64 there), negligible against any
+//        delta >= 1e-200, but allowed for in both directions everywhere.
+//     DeltaAt adds these to (upper) or subtracts them from (lower) the curve.
+#if defined(__EMSCRIPTEN__)
+constexpr ld kOffsetLoss = 64;
+constexpr ld kTinyNormal = DBL_MIN;
+#else
+constexpr ld kOffsetLoss = 8192;
+constexpr ld kTinyNormal = LDBL_MIN;
+#endif
+
+DeltaCurve MakeCurve(const Composed& c, Bound bound) {
+  const bool upper = bound == Bound::kUpper;
+  DeltaCurve d;
+  d.bound = bound;
+  d.h = c.h;
+  d.start = c.window_start;
+  d.n = c.n;
+  d.infinity_mass = c.infinity_mass;
+  d.log_scale = c.log_scale;
+  d.lambda = c.lambda;
+  d.tau = c.tilted_outside;
+  d.above = c.n > 0 ? std::exp(c.log_above_bound) : 0;
+  d.s1.assign(c.n + 1, 0);
+  d.s2.assign(c.n + 1, 0);
+  d.offset.assign(c.n + 1, 0);
+  if (c.n > 0) {
+    const ld l_max = std::max(std::fabs(static_cast<ld>(c.window_start) * c.h),
+                              std::fabs(static_cast<ld>(c.window_start + c.n) * c.h));
+    d.exponent_bound = std::fabs(c.log_scale) + std::fabs(c.lambda) * l_max + 1;
+  }
+  // w_j = v_j exp(log_scale - lambda l_j), w2_j = w_j e^{o - l_j}, l_j = (start + j) h,
+  // o = g h the offset of (8).
+  // The scale factors are kept in double where their exponent is within +-700 and
+  // computed in long double otherwise (then only a few entries far in the tails).
+  const double r1 = std::exp(-static_cast<double>(c.lambda * c.h));
+  const double r2 = std::exp(-static_cast<double>((c.lambda + 1) * c.h));
+  double f1 = 0, f2 = 0;
+  bool in_range = false;
+  ld s1 = 0, s2 = 0;
+  int64_t g = 0;  // offset index of (8)
+  for (int64_t j = c.n - 1; j >= 0; --j) {
+    const ld l = static_cast<ld>(c.window_start + j) * c.h;
+    // (8): move the offset to l_j where l_j - o left [-kOffsetLoss, kOffsetLoss].
+    bool rebased = false;
+    if (std::fabs(static_cast<ld>(c.window_start + j - g) * c.h) > kOffsetLoss) {
+      if (s2 > 0) {
+        s2 *= std::exp(static_cast<ld>(c.window_start + j - g) * c.h);
+        ++d.rebases;
+      }
+      g = c.window_start + j;
+      rebased = true;
+    }
+    const ld l_rel = static_cast<ld>(c.window_start + j - g) * c.h;  // l_j - o
+    const ld v = !upper ? static_cast<ld>(c.tilted[j]) - c.entry_error
+                 : InSupport(c, c.window_start + j) ? static_cast<ld>(c.tilted[j]) + c.entry_error
+                                                    : 0;
+    // Walking downwards in j the exponents grow by lambda h: f_{j-1} = f_j / r.
+    if ((c.n - 1 - j) % kAnchor == 0 || rebased) {
+      const ld e1 = c.log_scale - c.lambda * l;
+      // Within the next kAnchor entries the exponents grow by at most kAnchor (lambda+1) h.
+      const ld drift = kAnchor * (c.lambda + 1) * c.h;
+      in_range = std::fabs(e1) + drift < 700 && std::fabs(e1 - l_rel) + drift < 700;
+      if (in_range) {
+        f1 = std::exp(static_cast<double>(e1));
+        f2 = std::exp(static_cast<double>(e1 - l_rel));
+      }
+    } else if (in_range) {
+      f1 /= r1;
+      f2 /= r2;
+    }
+    if (v > 0) {
+      if (in_range) {
+        s1 += v * f1;
+        s2 += v * f2;
+      } else {
+        const ld lw = std::log(v) + c.log_scale - c.lambda * l;
+        s1 += std::exp(lw);
+        s2 += std::exp(lw - l_rel);
+      }
+    }
+    d.s1[j] = s1;
+    d.s2[j] = s2;
+    d.offset[j] = g;
+  }
+  return d;
+}
+
+ld DeltaAt(const DeltaCurve& c, ld eps) {
+  ld sum = 0;
+  if (c.n > 0) {
+    // First entry with loss > eps.
+    int64_t first = static_cast<int64_t>(std::floor(eps / c.h)) + 1 - c.start;
+    while (first > 0 && static_cast<ld>(c.start + first - 1) * c.h > eps) --first;
+    while (first < c.n && static_cast<ld>(c.start + first) * c.h <= eps) ++first;
+    first = std::min<int64_t>(std::max<int64_t>(first, 0), c.n);
+    // e^eps s2 = sum_{l_j > eps} w_j e^{eps - l_j} <= s1: computed as exp((eps - o) + log S)
+    // with the offset o of (8), because e^eps alone overflows a long double for eps >
+    // ~11356 (and 0 * inf is NaN), and s2 itself would underflow.
+    const ld offset = static_cast<ld>(c.offset[first]) * c.h;
+    const ld log_s2 = c.s2[first] > 0 ? std::log(c.s2[first]) : 0;
+    const ld x_s2 = c.s2[first] > 0 ? std::exp((eps - offset) + log_s2) : 0;
+    // e^eps s2 <= s1, so both are finite unless the untilted weights themselves overflowed
+    // a long double: with a huge tilt (lambda ~ 1e4 for epsilon ~ 1e4, e.g. sigma = 0.005)
+    // the error allowance of an entry, entry_error e^{K - lambda l}, can exceed 1e4932.
+    // Then only the trivial bounds are certain: delta <= 1 and delta >= 0.
+    if (!std::isfinite(c.s1[first]) || !std::isfinite(x_s2)) {
+      return c.bound == Bound::kUpper ? 1 : 0;
+    }
+    sum = c.s1[first] - x_s2;
+    // Rounding of the weights (kCurveUlps each) and of this difference: the error is
+    // relative to the two terms, not to their (possibly much smaller) difference.
+    ld rounding = (kCurveUlps * kUnit + 8 * kLdUnit) * (c.s1[first] + x_s2);
+    // (8): the offset's roundings (where it is not 0) and the underflows.
+    if (c.offset[first] != 0) {
+      rounding += 2 * kLdUnit * x_s2 *
+                  (static_cast<ld>(c.rebases) * (kOffsetLoss + 8) + std::fabs(offset) +
+                   std::fabs(eps) + 2 * std::fabs(log_s2) + c.exponent_bound + kOffsetLoss +
+                   12064);
+    }
+    rounding += std::exp(std::min<ld>(eps - offset, kOffsetLoss + 1) +
+                         std::log(static_cast<ld>(2 * c.n + c.rebases + 2) * kTinyNormal));
+    if (c.bound == Bound::kUpper) {
+      sum = std::max<ld>(sum + rounding, 0) + c.above;
+    } else {
+      const ld first_loss = static_cast<ld>(c.start + first) * c.h;
+      sum -= rounding;
+      // (tau = 0 is skipped: its factor may be +inf, and 0 * inf is NaN.)
+      if (c.tau > 0) sum -= c.tau * std::exp(c.log_scale - c.lambda * std::max(first_loss, eps));
+      sum = std::max<ld>(sum, 0);
+    }
+  }
+  const ld total = c.infinity_mass + sum;
+  return c.bound == Bound::kUpper ? std::min<ld>(total * (1 + 4 * kUnit), 1)
+                 : std::min<ld>(total * (1 - 4 * kUnit), 1);
+}
+
+ld EpsilonFor(const DeltaCurve& c, ld delta, ld start_hint) {
+  if (c.bound == Bound::kUpper) {
+    if (DeltaAt(c, 0) <= delta) return 0;
+    const ld hi = std::max<ld>(1, c.n > 0 ? static_cast<ld>(c.start + c.n) * c.h : 1);
+    if (DeltaAt(c, hi) > delta) return std::numeric_limits<ld>::infinity();
+    return Bisect<ld>(
+               0, hi, [&](ld mid) { return DeltaAt(c, mid) <= delta; },
+               [](ld lo, ld hi) { return !(hi - lo > 1e-13L * std::max<ld>(1, hi)); }, 200)
+        .hi;
+  }
+  if (c.infinity_mass > delta) return std::numeric_limits<ld>::infinity();
+  // Grid points eps_j = (start + j) h; on [eps_j, eps_{j+1}) the curve is monotone.
+  int64_t top = c.n - 1;
+  if (std::isfinite(start_hint)) {
+    top = std::min<int64_t>(top, static_cast<int64_t>(std::ceil(start_hint / c.h)) + 1 - c.start);
+  }
+  for (int64_t j = top; j >= 0; --j) {
+    const ld a = static_cast<ld>(c.start + j) * c.h;
+    if (a < 0) break;
+    if (DeltaAt(c, a) > delta) {
+      return Bisect<ld>(
+                 a, a + c.h, [&](ld mid) { return !(DeltaAt(c, mid) > delta); },
+                 [](ld, ld) { return false; }, 64)
+          .lo;
+    }
+  }
+  return 0;
+}
+
+ld CurveAnswer(const DeltaCurve& c, const Query& query, ld hint) {
+  return query.at_epsilon() ? DeltaAt(c, query.value) : EpsilonFor(c, query.value, hint);
+}
+
+}  // namespace dpkit::accounting::pld_internal

@@ -1,0 +1,91 @@
+#include "models/engine/epoch_report.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/training_ledger.h"
+
+namespace dpkit::models {
+namespace {
+
+const char kNotPrivateNote[] = "not private: --noise_multiplier=0 adds no noise";
+
+}  // namespace
+
+EpochReport::EpochReport(const RunPlan& plan, bool json, std::string ledger_path,
+                         const std::string& metrics_path)
+    : plan_(plan), json_(json), ledger_path_(std::move(ledger_path)) {
+  if (!metrics_path.empty()) metrics_.open(metrics_path, std::ios::app);
+}
+
+void EpochReport::PrintHeader(const std::string& threads, const std::string& output) const {
+  if (json_) return;
+  const PrivacySettings& p = plan_.privacy;
+  std::printf(
+      "dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g (%s clipping%s), %s lr=%g, %lld steps "
+      "(%lld per epoch), %s, delta=%g, %s%s\n",
+      plan_.model.c_str(), static_cast<long long>(plan_.train_size), p.sampling_rate,
+      p.noise_multiplier,
+      plan_.sigma_source == "calibrated"   ? " (calibrated)"
+      : plan_.sigma_source == "checkpoint" ? " (checkpoint)"
+                                           : "",
+      p.clip_norm, plan_.step.clipping_name.c_str(),
+      plan_.step.microbatch_size > 1
+          ? absl::StrCat(", microbatches of ", plan_.step.microbatch_size, ": sensitivity 2C").c_str()
+          : "",
+      plan_.optimizer.c_str(), plan_.learning_rate, static_cast<long long>(plan_.total_steps),
+      static_cast<long long>(plan_.steps_per_epoch),
+      plan_.step.shuffled() ? "shuffled fixed-size batches (NOT covered by the accountants)"
+                            : "Poisson batches",
+      p.delta, threads.empty() ? "" : (threads + ", ").c_str(), output.c_str());
+  std::fflush(stdout);
+}
+
+absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
+                                 const std::string& text, double seconds) {
+  nlohmann::json epsilon = nullptr;
+  if (!ledger_path_.empty()) {
+    double upper = 0;
+    absl::StatusOr<nlohmann::json> eps = LedgerEpsilon(ledger_path_, plan_.privacy.delta, &upper);
+    if (!eps.ok()) return eps.status();
+    epsilon = *std::move(eps);
+  }
+  const double epoch = static_cast<double>(step) / static_cast<double>(plan_.steps_per_epoch);
+  nlohmann::json line = {{"epoch", epoch}, {"step", step}};
+  for (const auto& [key, value] : metrics.items()) line[key] = value;
+  line["epsilon"] = epsilon;
+  line["delta"] = plan_.privacy.delta;
+  line["noise_multiplier"] = plan_.privacy.noise_multiplier;
+  line["sampling_rate"] = plan_.privacy.sampling_rate;
+  line["sampler"] = plan_.step.sampler;
+  line["microbatch_size"] = plan_.step.microbatch_size;
+  line["seconds"] = seconds;
+  std::string epsilon_text;
+  if (!plan_.private_run()) {
+    line["epsilon_note"] = kNotPrivateNote;
+    epsilon_text = kNotPrivateNote;
+  } else if (plan_.step.shuffled()) {
+    line["epsilon_note"] = std::string(kShuffledNote);
+    epsilon_text = absl::StrCat("epsilon ", kShuffledNote);
+  } else {
+    // The headline is the smallest certified upper bound (accounting/report.h).
+    epsilon_text = EpsilonText(epsilon, plan_.privacy.delta);
+  }
+  if (json_) {
+    std::printf("%s\n", line.dump().c_str());
+  } else {
+    std::printf("epoch %.4g: %s, %s, %.1f s\n", epoch, text.c_str(), epsilon_text.c_str(),
+                seconds);
+  }
+  std::fflush(stdout);
+  if (metrics_.is_open()) {
+    metrics_ << line.dump() << "\n";
+    metrics_.flush();
+    if (!metrics_) return absl::InternalError("cannot append to metrics.jsonl");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dpkit::models

@@ -1,0 +1,44 @@
+// The per-epoch report of the training engine: one JSON object per epoch (printed with
+// --format=json, appended to metrics.jsonl) and one text line otherwise:
+//   {"epoch", "step", "train_loss", [task metrics, e.g. "train_accuracy", "test_accuracy"],
+//    "epsilon" (the object of `dpkit epsilon`, computed FROM THE LEDGER FILE; null when no
+//    ledger is written), "delta", "noise_multiplier", "sampling_rate", "sampler",
+//    "microbatch_size", "seconds", ["epsilon_note" when epsilon is null]}
+// The text line's headline epsilon is the smallest certified upper bound (PLD or RDP).
+#ifndef DPKIT_MODELS_ENGINE_EPOCH_REPORT_H_
+#define DPKIT_MODELS_ENGINE_EPOCH_REPORT_H_
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "models/engine/run_plan.h"
+#include "nlohmann/json.hpp"
+
+namespace dpkit::models {
+
+class EpochReport {
+ public:
+  // `ledger_path` empty: no ledger (epsilon null with a note); `metrics_path` empty: no file.
+  EpochReport(const RunPlan& plan, bool json, std::string ledger_path,
+              const std::string& metrics_path);
+
+  // The run's one-line header (text format only).
+  void PrintHeader(const std::string& threads, const std::string& output) const;
+
+  // Reports the epoch ending after `step` steps: `metrics` are the task's (train loss and
+  // accuracy, test metrics), `text` their short description.
+  absl::Status Report(int64_t step, const nlohmann::json& metrics, const std::string& text,
+                      double seconds);
+
+ private:
+  const RunPlan& plan_;
+  bool json_;
+  std::string ledger_path_;
+  std::ofstream metrics_;
+};
+
+}  // namespace dpkit::models
+
+#endif  // DPKIT_MODELS_ENGINE_EPOCH_REPORT_H_

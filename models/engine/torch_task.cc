@@ -1,0 +1,228 @@
+#include "models/engine/torch_task.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "models/dp_step_options.h"
+#include "models/files.h"
+#include "optim/poisson_sampler.h"
+#include "optim/torch/cpu_threads.h"
+#include "optim/torch/dp_optimizer.h"
+
+namespace dpkit::models {
+namespace {
+
+constexpr char kModelFile[] = "model.pt";
+constexpr char kOptimizerFile[] = "optimizer.pt";
+constexpr char kStepKey[] = "dpkit_next_step";
+
+// Writes `module`'s (or the optimizer's) state with its step to `path`.
+template <typename Saveable>
+absl::Status SaveArchive(Saveable& state, int64_t next_step, const std::string& path) {
+  try {
+    torch::serialize::OutputArchive archive;
+    state.save(archive);
+    archive.write(kStepKey, torch::tensor(next_step, torch::kLong));
+    archive.save_to(path);
+  } catch (const std::exception&) {
+    return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Loads `state` from `path`; returns the step it holds.
+template <typename Loadable>
+absl::StatusOr<int64_t> LoadArchive(Loadable& state, const std::string& path,
+                                    const torch::Device& device) {
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path, device);
+    state.load(archive);
+    torch::Tensor step;
+    if (!archive.try_read(kStepKey, step) || step.numel() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resume: ", path, " holds no step (not a dpkit checkpoint)"));
+    }
+    return step.to(torch::kCPU).item<int64_t>();
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resume: ", path, " cannot be read (truncated, or not this model's checkpoint)"));
+  }
+}
+
+class TorchDpTask : public TrainingTask {
+ public:
+  explicit TorchDpTask(TorchTask task) : task_(std::move(task)) {}
+
+  int64_t train_size() const override { return task_.train_size; }
+  TaskDefaults defaults() const override { return task_.defaults; }
+  std::vector<std::string> privacy_flags() const override { return DpStepPrivacyFlagNames(); }
+  std::vector<std::string> state_files() const override { return {kModelFile, kOptimizerFile}; }
+  std::vector<std::string> other_files() const override { return task_.prepared_files; }
+  std::string DescribeThreads() const override { return task_.threads; }
+
+  absl::Status Validate(const RunPlan& plan) override {
+    absl::StatusOr<torch::Device> device = TrainingDevice(plan.device);
+    if (!device.ok()) return device.status();
+    optim::DpOptimizerOptions options;
+    options.clip_norm = plan.privacy.clip_norm;
+    return ApplyDpStepOptions(plan.step, *task_.model, &options);
+  }
+
+  absl::Status Start(const RunPlan& plan, LedgerSink& ledger, bool resumed,
+                     const std::string& output_dir) override {
+    absl::StatusOr<torch::Device> device = TrainingDevice(plan.device);
+    if (!device.ok()) return device.status();
+    device_ = *device;
+    auto noise = mechanisms::SecureRandomGenerator::Create();
+    if (!noise.ok()) return noise.status();
+    auto sample = mechanisms::SecureRandomGenerator::Create();
+    if (!sample.ok()) return sample.status();
+    sample_rng_ = *std::move(sample);
+    if (task_.prepare) {
+      absl::Status prepared = task_.prepare({resumed, output_dir, &ledger, noise->get()});
+      if (!prepared.ok()) return prepared;
+    }
+    absl::StatusOr<optim::StepRecordSampler> records = optim::StepRecordSampler::Create(
+        plan.train_size, plan.privacy.batch_size, plan.step.microbatch_size, plan.step.shuffled());
+    if (!records.ok()) return records.status();
+    records_.emplace(*std::move(records));
+    physical_batch_size_ = plan.step.physical_batch_size;
+    microbatch_size_ = plan.step.microbatch_size;
+    torch::nn::Module& model = *task_.model;
+    model.to(device_);
+    auto torch_optimizer =
+        optim::MakeTorchOptimizer(plan.optimizer, model.parameters(), plan.learning_rate);
+    if (!torch_optimizer.ok()) return torch_optimizer.status();
+    optim::DpOptimizerOptions options;
+    options.noise_multiplier = plan.privacy.noise_multiplier;
+    options.clip_norm = plan.privacy.clip_norm;
+    options.sampling_rate = plan.privacy.sampling_rate;
+    options.expected_batch_size = static_cast<double>(plan.privacy.batch_size);
+    absl::Status applied = ApplyDpStepOptions(plan.step, model, &options);
+    if (!applied.ok()) return applied;
+    auto dp = optim::DpOptimizer::Create(model, *std::move(torch_optimizer), options,
+                                         *std::move(noise));
+    if (!dp.ok()) return dp.status();
+    dp_ = *std::move(dp);
+    // The engine's ledger hears each step before its update is applied.
+    dp_->SetStepListener(
+        [&ledger](const accounting::SamplingRecord& record) { return ledger.AppendStep(record); });
+    model.train();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StepOutcome> Step(int64_t step, LedgerSink& /*ledger: the listener*/) override {
+    // Records: a Poisson sample (or the shuffled loader's next batch), as single examples
+    // or as microbatches by a keyed hash of the example index (optim/poisson_sampler.h).
+    absl::StatusOr<optim::MicrobatchedBatch> grouped = records_->Next(step, *sample_rng_);
+    if (!grouped.ok()) return grouped.status();
+    const torch::Tensor index = torch::tensor(grouped->examples, torch::kLong);
+    StepOutcome outcome;
+    for (const optim::PhysicalBatchRange& range :
+         optim::PhysicalBatchRanges(grouped->microbatch_sizes, physical_batch_size_)) {
+      TorchLosses losses =
+          task_.losses(index.narrow(0, range.first_example, range.num_examples), device_);
+      losses.losses.sum().backward();
+      absl::Span<const int64_t> sizes;
+      if (microbatch_size_ > 1) {
+        sizes = absl::MakeConstSpan(grouped->microbatch_sizes)
+                    .subspan(static_cast<size_t>(range.first_microbatch),
+                             static_cast<size_t>(range.num_microbatches));
+      }
+      absl::StatusOr<int64_t> done = dp_->AccumulatePhysicalBatch(sizes);
+      if (!done.ok()) return done.status();
+      outcome.loss_sum += losses.losses.detach().sum().item<double>();
+      outcome.examples += range.num_examples;
+      if (losses.correct >= 0) outcome.correct = std::max<int64_t>(outcome.correct, 0) + losses.correct;
+    }
+    absl::StatusOr<optim::DpStepResult> stepped = dp_->Step(step);
+    if (!stepped.ok()) return stepped.status();
+    return outcome;
+  }
+
+  absl::StatusOr<nlohmann::json> Evaluate() override {
+    torch::NoGradGuard no_grad;
+    task_.model->eval();
+    nlohmann::json metrics = task_.evaluate(device_);
+    task_.model->train();
+    return metrics;
+  }
+
+  std::string Describe(const nlohmann::json& metrics) const override {
+    return task_.describe(metrics);
+  }
+
+  absl::Status Save(const std::string& dir, const std::string& suffix, int64_t next_step) override {
+    absl::Status saved = SaveArchive(*task_.model, next_step, Join(dir, kModelFile) + suffix);
+    if (!saved.ok()) return saved;
+    return SaveArchive(dp_->optimizer(), next_step, Join(dir, kOptimizerFile) + suffix);
+  }
+
+  absl::StatusOr<int64_t> Load(const std::string& dir) override {
+    absl::StatusOr<int64_t> model_step = LoadArchive(*task_.model, Join(dir, kModelFile), device_);
+    if (!model_step.ok()) return model_step;
+    // The optimizer's state (moments) is post-processing of accounted steps: one from an
+    // earlier checkpoint (a crash between the two renames) is harmless to privacy.
+    absl::StatusOr<int64_t> optimizer_step =
+        LoadArchive(dp_->optimizer(), Join(dir, kOptimizerFile), device_);
+    if (!optimizer_step.ok()) return optimizer_step;
+    return model_step;
+  }
+
+ private:
+  TorchTask task_;
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<mechanisms::RandomGenerator> sample_rng_;
+  std::optional<optim::StepRecordSampler> records_;
+  std::unique_ptr<optim::DpOptimizer> dp_;
+  int64_t physical_batch_size_ = 512, microbatch_size_ = 1;
+};
+
+}  // namespace
+
+std::string ConfigureTorchThreads(const TrainOptions& options) {
+  return optim::DescribeCpuThreadSetup(optim::ConfigureCpuThreads(options.threads));
+}
+
+absl::StatusOr<torch::Device> TrainingDevice(const std::string& device) {
+  if (device == "cpu") return torch::Device(torch::kCPU);
+  if (device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      return absl::InvalidArgumentError(
+          "--device=cuda: no CUDA device visible to this LibTorch build (build with "
+          "--config=cuda or tools/build_cuda_trainer.sh; see models/README.md)");
+    }
+    return torch::Device(torch::kCUDA);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--device must be cpu or cuda, got '", device, "'"));
+}
+
+std::vector<std::string> DpStepPrivacyFlagNames() {
+  std::vector<std::string> names;
+  for (std::string& name : DpStepFlagNames()) {
+    if (name != "physical_batch_size") names.push_back(std::move(name));  // memory only
+  }
+  return names;
+}
+
+absl::Status RunTorchTraining(const TrainOptions& options, TorchTask task) {
+  TorchDpTask runner(std::move(task));
+  return RunTraining(options, runner);
+}
+
+nlohmann::json TestAccuracyJson(int64_t correct, int64_t total) {
+  return {{"test_accuracy", total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0}};
+}
+
+std::string DescribeTestAccuracy(const nlohmann::json& metrics) {
+  return absl::StrFormat("test accuracy %.2f%%", 100 * metrics["test_accuracy"].get<double>());
+}
+
+}  // namespace dpkit::models

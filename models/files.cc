@@ -1,0 +1,86 @@
+#include "models/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace dpkit::models {
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : absl::StrCat(dir, "/", name);
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  std::string partial;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!partial.empty() && ::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::NotFoundError(absl::StrCat("cannot create --output_dir ", dir));
+      }
+    }
+    if (i < dir.size()) partial += dir[i];
+  }
+  struct stat info;
+  if (!dir.empty() && (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))) {
+    return absl::NotFoundError(absl::StrCat("--output_dir ", dir, " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat info;
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+absl::Status RemoveIfExists(const std::string& path) {
+  if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, " to sync it"));
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) return absl::InternalError(absl::StrCat("cannot sync ", path));
+  return absl::OkStatus();
+}
+
+absl::Status RenameDurably(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", from, " to ", to, ": ", std::strerror(errno)));
+  }
+  const size_t slash = to.rfind('/');
+  return SyncPath(slash == std::string::npos ? "." : (slash == 0 ? "/" : to.substr(0, slash)));
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  if (::close(fd) != 0 || !synced) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  return RenameDurably(tmp, path);
+}
+
+}  // namespace dpkit::models
