@@ -287,6 +287,19 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   out.lower = *lower;
   TryTangentLowerBound(&comps, prepared->h, query, tol, &fft, &out);
   if (with_delta0) Delta0Bound(comps, Bound::kLower, prepared->h, tol, &fft, &out.delta0_lower);
+  // Where the dominant direction certifies no lower bound at all, the other direction's
+  // (also a lower bound on the maximum, (5)) is tried: the two upper bounds can be close
+  // (q = 1e-4, sigma = 1, T = 1e7, delta = 1e-15), and the other's lower bound may hold.
+  if (!(out.lower > 0) && !prepared->symmetric) {
+    const Direction other =
+        out.dominant == Direction::kRemove ? Direction::kAdd : Direction::kRemove;
+    auto other_comps = BuildDirection(&*prepared, other);
+    if (other_comps.ok()) {
+      auto other_lower = DirectionBound(**other_comps, Bound::kLower, prepared->h,
+                                        {query, tol, out.upper}, &fft, &out.points);
+      if (other_lower.ok()) out.lower = std::max(out.lower, *other_lower);
+    }
+  }
   return out;
 }
 
@@ -503,6 +516,7 @@ Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event, dou
     ld above = std::exp(composed->log_above_bound);
     for (int64_t j = 0; j < composed->n; ++j) {
       const ld l = static_cast<ld>(composed->window_start + j) * composed->h;
+      if (!InSupport(*composed, composed->window_start + j)) continue;
       const ld v = (static_cast<ld>(composed->tilted[j]) + composed->entry_error) *
                    std::exp(composed->log_scale - composed->lambda * l);
       pld.masses[j] = static_cast<double>(std::max<ld>(v, 0) * (1 + 64 * kUnit));

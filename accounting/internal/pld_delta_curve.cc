@@ -96,8 +96,9 @@ DeltaCurve MakeCurve(const Composed& c, Bound bound) {
       rebased = true;
     }
     const ld l_rel = static_cast<ld>(c.window_start + j - g) * c.h;  // l_j - o
-    const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
-                       : static_cast<ld>(c.tilted[j]) - c.entry_error;
+    const ld v = !upper ? static_cast<ld>(c.tilted[j]) - c.entry_error
+                 : InSupport(c, c.window_start + j) ? static_cast<ld>(c.tilted[j]) + c.entry_error
+                                                    : 0;
     // Walking downwards in j the exponents grow by lambda h: f_{j-1} = f_j / r.
     if ((c.n - 1 - j) % kAnchor == 0 || rebased) {
       const ld e1 = c.log_scale - c.lambda * l;

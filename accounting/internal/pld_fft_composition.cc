@@ -131,11 +131,54 @@ ld ChooseTilt(const std::vector<Coarse>& coarse, const std::vector<double>& coun
       best_t = t;
     }
   }
+  // Tilts below 1e-3 where they are better (a composed loss spread of ~1e4 with delta near
+  // 0.1 wants ~1e-4: sigma = 0.3, T = 1e7; a tilt 8x too large leaves the untilted bulk
+  // below the FFT's error floor, and the lower bound kept 1 % of the mass, epsilon >= 0).
+  // Only a strictly better value moves best_t, so larger optima are unchanged.
+  if (best_t == 1e-3L) {
+    for (ld t = 1e-3L / 1.25L; t >= 1e-7L; t /= 1.25L) {
+      const ld v = objective(t);
+      if (!(std::isfinite(v) && v < best_v)) break;
+      best_v = v;
+      best_t = t;
+    }
+  }
   if (best_t > 0) best_t = GoldenSectionMinimum(best_t / 1.25L, best_t * 1.25L, objective, 40);
   return best_t;
 }
 
 namespace {
+
+// Support (see (4)): the linear composition has no mass outside the grid indices
+// [sum_c T_c a_c, sum_c T_c b_c] (a_c, b_c: component c's lowest and highest index of
+// positive mass), so window entries outside count as 0 in the upper bound (0 is the exact
+// linear mass there; aliased mass is never needed; the lower bound keeps its entries, which
+// are below the circular ones, and subtracts the aliasing as before). Otherwise the
+// per-entry error bound, untilted by e^{K - lambda l}, puts spurious mass at the far end of
+// a wide window (q = 1e-6, sigma = 0.3, T = 1e7, delta = 0.1: a first-stage window (6)
+// reaching 120 below the support, an upper PMF of total mass 4e16, epsilon <= 8.70; now
+// 0.24). The bounds are rounded outwards (counts up to 1e15 times indices up to 2^31 can
+// exceed a long double's 64-bit mantissa).
+void SetSupport(const std::vector<ComponentPmfs>& comps, Bound bound, Composed* c) {
+  ld lo = 0, hi = 0;
+  for (const ComponentPmfs& comp : comps) {
+    const Pmf& pmf = comp.of(bound);
+    int64_t first = -1, last = -1;
+    for (int64_t i = 0; i < static_cast<int64_t>(pmf.mass.size()); ++i) {
+      if (pmf.mass[i] > 0) {
+        if (first < 0) first = i;
+        last = i;
+      }
+    }
+    if (first < 0) continue;
+    lo += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + first);
+    hi += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + last);
+  }
+  lo -= std::fabs(lo) * 1e-15L + 2;
+  hi += std::fabs(hi) * 1e-15L + 2;
+  if (lo > -9e18L) c->support_lo = static_cast<int64_t>(std::floor(lo));
+  if (hi < 9e18L) c->support_hi = static_cast<int64_t>(std::ceil(hi));
+}
 
 // The components of one Compose call and what is derived from them before the window is
 // chosen: the coarse laws, the tilt, the location of the tilted law and of the target.
@@ -471,6 +514,7 @@ Composed InvertSpectrum(const ComposeContext& ctx, const Window& win, const Spec
   // Untilted mass above the window: e^{K(lambda) - lambda B} * tilted mass above B.
   out.log_above_bound = ctx.k_exact - ctx.lambda * win.hi_edge + win.log_above;
   out.infinity_mass = -std::expm1(ctx.log_no_inf);
+  SetSupport(ctx.comps, ctx.bound, &out);
   return out;
 }
 

@@ -54,7 +54,18 @@ struct Composed {
   // First stage of a two-stage composition, upper PMF only: log of a bound on the
   // untilted mass below the window (else -inf; see (6)).
   ld log_below_bound = -std::numeric_limits<ld>::infinity();
+  // Grid indices outside which the composition has no mass: the sums over the components of
+  // count times their lowest (highest) index of positive mass. Window entries outside hold
+  // only aliasing and rounding noise, and their true (linear) mass is 0: they count as 0 in
+  // the upper bound (see (4), "Support", in pld_fft_composition.cc).
+  int64_t support_lo = std::numeric_limits<int64_t>::min();
+  int64_t support_hi = std::numeric_limits<int64_t>::max();
 };
+
+// Whether grid index g of a composed window can carry mass (see Composed::support_lo).
+inline bool InSupport(const Composed& c, int64_t g) {
+  return g >= c.support_lo && g <= c.support_hi;
+}
 
 // Tilt for a query: minimises the Chernoff estimate of its answer (lambda >= 0) on the
 // coarse cumulants. For eps(delta): (K(t) - log delta)/t; for delta(eps): K(t) - t eps.

@@ -82,14 +82,17 @@ Pmf Rediscretize(const Composed& c, Bound bound, int64_t k) {
   for (int64_t j = 0; j < c.n; ++j) {
     const ld v = upper ? static_cast<ld>(c.tilted[j]) + c.entry_error
                        : static_cast<ld>(c.tilted[j]) - c.entry_error - c.tilted_outside;
-    if (!(v > 0)) continue;
     const int64_t g = c.window_start + j;
+    // Upper: below the support there is no mass, at the entry nor below the window.
+    if (!(v > 0) || (upper && g < c.support_lo)) continue;
     const ld l = static_cast<ld>(g) * h;
     // Untilted weight v exp(K - lambda l): the exponent's rounding (|K| + |lambda l| + 1
     // ulps) and exp's own (a few ulps) are covered by `rel`.
     const ld rel =
         (std::fabs(c.log_scale) + std::fabs(c.lambda * l) + 64) * 4 * kLdUnit;
-    ld w = v * std::exp(c.log_scale - c.lambda * l) * (upper ? 1 + rel : 1 - rel);
+    ld w = upper && g > c.support_hi
+               ? 0
+               : v * std::exp(c.log_scale - c.lambda * l) * (upper ? 1 + rel : 1 - rel);
     // Upper: the mass below the window moves up to its first entry (dominating, (2)).
     if (upper && j == 0) w += std::exp(c.log_below_bound) * (1 + 8 * kUnit);
     const int64_t cell = FloorDiv(g - 1, k);
