@@ -114,7 +114,11 @@ Result<json> Convert(const json& in, int depth) {
     for (const FieldRename& field : spelling->fields) known = known || it.key() == field.from;
     if (!known) return Error{name + " has unknown field \"" + it.key() + "\""};
   }
-  json out = {{"type", spelling->dpkit_type}};
+  // (epsilon, 0)-DP is epsilon-DP: pure_dp, which the RDP accountant also bounds.
+  const auto delta = fields.find("delta");
+  const bool pure = name == "EpsilonDeltaDpEvent" && delta != fields.end() && delta->is_number() &&
+                    delta->get<double>() == 0;
+  json out = {{"type", pure ? "pure_dp" : spelling->dpkit_type}};
   for (const FieldRename& field : spelling->fields) {
     const auto value = fields.find(field.from);
     if (value == fields.end()) return Error{name + " is missing field \"" + field.from + "\""};
@@ -134,7 +138,7 @@ Result<json> Convert(const json& in, int depth) {
         children.push_back(std::move(converted).value());
       }
       out[field.to] = std::move(children);
-    } else {
+    } else if (!(pure && from == "delta")) {
       out[field.to] = *value;
     }
   }

@@ -15,6 +15,7 @@
 //   LaplaceDpEvent{noise_multiplier}                    -> laplace{scale = noise_multiplier}
 //       (dp_accounting's Laplace noise_multiplier is the scale b over the L1 sensitivity)
 //   EpsilonDeltaDpEvent{epsilon, delta}                 -> approx_dp{epsilon, delta}
+//       (delta = 0: pure_dp{epsilon}, the same guarantee, which RDP also accounts)
 //   PoissonSampledDpEvent{sampling_probability, event}  -> poisson_sampled{sampling_rate, event}
 //   SampledWithoutReplacementDpEvent{source_dataset_size, sample_size, event}
 //                                      -> sampled_without_replacement{population, sample_size, event}

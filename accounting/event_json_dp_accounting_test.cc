@@ -41,6 +41,15 @@ TEST(DpAccountingJsonTest, FlatNamedTupleFormAndMixedSpellings) {
   EXPECT_EQ(parsed, expected);
 }
 
+TEST(DpAccountingJsonTest, EpsilonDeltaWithZeroDeltaIsPureDp) {
+  EXPECT_EQ(Parse(R"({"EpsilonDeltaDpEvent": {"epsilon": 0.5, "delta": 0}})"), *Event::PureDp(0.5));
+  EXPECT_EQ(Parse(R"({"EpsilonDeltaDpEvent": {"epsilon": 0.5, "delta": 0.0}})"), *Event::PureDp(0.5));
+  EXPECT_EQ(Parse(R"({"EpsilonDeltaDpEvent": {"epsilon": 0.5, "delta": 1e-9}})"),
+            *Event::ApproxDp(0.5, 1e-9));
+  EXPECT_NE(ErrorOf(R"({"EpsilonDeltaDpEvent": {"epsilon": 0.5, "delta": "0"}})").find("delta"),
+            std::string::npos);
+}
+
 TEST(DpAccountingJsonTest, DpkitSpellingPassesThrough) {
   const Event event = *DpSgdEvent(0.004, 1.3, 3000);
   EXPECT_EQ(Parse(event.ToJsonString()), event);

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -186,6 +191,27 @@ std::string FormatNumber(double value) {
     if (std::strtod(buffer, nullptr) == value) break;
   }
   return buffer;
+}
+
+absl::StatusOr<std::string> ReadInputText(const std::string& path, absl::string_view what) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+    if (std::cin.bad()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " from standard input"));
+    }
+    return text.str();
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open ", what, " file ", Abbreviate(path),
+                                                   ": ", std::strerror(errno)));
+  }
+  text << file.rdbuf();
+  if (file.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", Abbreviate(path)));
+  }
+  return text.str();
 }
 
 }  // namespace dpkit::tools
