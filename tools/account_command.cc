@@ -83,7 +83,7 @@ DPKIT_REGISTER_COMMAND((Command{
     "{\"noise_multiplier\":10}}}}\n"
     "(examples in tools/README.md). Reports epsilon at --delta (default), or delta at "
     "--epsilon.",
-    {"delta", "epsilon", "accountant", "format", "epsilon_tolerance", "rdp_conversion"},
+    {"delta", "epsilon", AccountantFlag(), ReportFormatFlag(), "epsilon_tolerance", RdpConversionFlag()},
     &RunAccount}));
 
 }  // namespace dpkit::tools

@@ -50,6 +50,12 @@ absl::Status SlotStatus(const char* name, const AccountantSlot<T>& slot, bool al
 
 std::vector<std::string> AccountantChoices() { return {"rdp", "gdp", "pld", "all"}; }
 
+FlagSpec AccountantFlag() { return FlagSpec("accountant", "all", AccountantChoices()); }
+FlagSpec ReportFormatFlag() { return FlagSpec("format", "text", {"text", "json"}); }
+FlagSpec RdpConversionFlag() {
+  return FlagSpec("rdp_conversion", "optimal", {"optimal", "improved", "classic"});
+}
+
 absl::Status CheckAccountant(const std::string& accountant_flag) {
   return CheckOneOf("accountant", accountant_flag, AccountantChoices());
 }
@@ -63,7 +69,7 @@ absl::StatusOr<accounting::ReportOptions> ReportOptionsFromFlags(
   options.gdp = all || accountant_flag == "gdp";
   options.pld = all || accountant_flag == "pld";
   const std::string conversion = absl::GetFlag(FLAGS_rdp_conversion);
-  RETURN_IF_ERROR(CheckOneOf("rdp_conversion", conversion, {"optimal", "improved", "classic"}));
+  RETURN_IF_ERROR(CheckOneOf("rdp_conversion", conversion, RdpConversionFlag().choices));
   ASSIGN_OR_RETURN(options.rdp_conversion, accounting::ParseRdpReportConversion(conversion));
   options.pld_options.epsilon_tolerance = absl::GetFlag(FLAGS_epsilon_tolerance);
   if (!(options.pld_options.epsilon_tolerance >= 1e-7 &&
@@ -187,7 +193,7 @@ absl::StatusOr<DpSgdParameters> DpSgdParametersFromFlags() {
 
 absl::StatusOr<bool> JsonFormatFromFlags() {
   const std::string format = absl::GetFlag(FLAGS_format);
-  absl::Status s = CheckOneOf("format", format, {"text", "json"});
+  absl::Status s = CheckOneOf("format", format, ReportFormatFlag().choices);
   if (!s.ok()) return s;
   return format == "json";
 }

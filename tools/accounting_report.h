@@ -19,6 +19,7 @@
 #include "accounting/event.h"
 #include "accounting/report.h"
 #include "nlohmann/json.hpp"
+#include "tools/command.h"
 
 ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
@@ -26,6 +27,13 @@ namespace dpkit::tools {
 
 // Valid values of --accountant, in report order of computation: rdp, gdp, pld, all.
 std::vector<std::string> AccountantChoices();
+
+// The flags of the accounting reports with their defaults and choices, as the parser
+// applies them and --help prints them (tools/command.h): --accountant (default all),
+// --format (text|json, default text), --rdp_conversion (default optimal).
+FlagSpec AccountantFlag();
+FlagSpec ReportFormatFlag();
+FlagSpec RdpConversionFlag();
 
 // Checks --accountant (one line naming the choices on error).
 absl::Status CheckAccountant(const std::string& accountant_flag);

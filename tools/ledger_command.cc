@@ -117,7 +117,7 @@ DPKIT_REGISTER_COMMAND((Command{
     "ledger", "account a privacy ledger (JSON lines written by training) from a file or stdin",
     "Usage: dpkit ledger FILE|- [--delta=D | --epsilon=E] [--accountant=...] "
     "[--format=text|json]\nFILE - reads the ledger from standard input. Reports epsilon at --delta (default), or delta at --epsilon.",
-    {"delta", "epsilon", "accountant", "format"},
+    {"delta", "epsilon", AccountantFlag(), ReportFormatFlag()},
     &RunLedger}));
 
 }  // namespace dpkit::tools

@@ -182,13 +182,16 @@ absl::StatusOr<double> GaussianCurveMu(const DpSgdParameters& params) {
   return mu;
 }
 
+// --format of tradeoff: a table or a plot (no text report).
+FlagSpec TradeoffFormatFlag() { return FlagSpec("format", "csv", {"csv", "svg"}); }
+
 absl::Status RunTradeoff(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
-  const std::string format = FlagGiven("format") ? absl::GetFlag(FLAGS_format) : "csv";
-  if (absl::Status s = CheckOneOf("format", format, {"csv", "svg"}); !s.ok()) return s;
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (absl::Status s = CheckOneOf("format", format, TradeoffFormatFlag().choices); !s.ok()) return s;
   const int64_t points = absl::GetFlag(FLAGS_points);
   if (!(points >= 2 && points <= 100001)) {
     return absl::InvalidArgumentError(
@@ -279,7 +282,7 @@ DPKIT_REGISTER_COMMAND((Command{
     "approx_dp (f_{eps,delta} at the certified PLD epsilon for --delta), gdp_clt (G_mu with "
     "mu_CLT of Bu et al. 2020: an APPROXIMATION). CSV columns: curve,alpha,beta.",
     {"sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps", "epochs",
-     "delta", "format", "output", "points"},
+     "delta", TradeoffFormatFlag(), "output", "points"},
     &RunTradeoff}));
 
 }  // namespace dpkit::tools
