@@ -191,6 +191,17 @@ absl::StatusOr<DpSgdParameters> DpSgdParametersFromFlags() {
   return p;
 }
 
+bool WarnIfDeltaNotBelowInverseDatasetSize(double delta) {
+  if (!FlagGiven("dataset_size")) return false;
+  const int64_t n = absl::GetFlag(FLAGS_dataset_size);
+  if (n <= 0 || delta < 1.0 / static_cast<double>(n)) return false;
+  std::fprintf(stderr,
+               "dpkit: warning: --delta=%s is not below 1/n = 1/%lld (--dataset_size): "
+               "publishing one random record in full meets it; choose delta well below 1/n\n",
+               FormatNumber(delta).c_str(), static_cast<long long>(n));
+  return true;
+}
+
 absl::StatusOr<bool> JsonFormatFromFlags() {
   const std::string format = absl::GetFlag(FLAGS_format);
   absl::Status s = CheckOneOf("format", format, ReportFormatFlag().choices);

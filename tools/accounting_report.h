@@ -71,6 +71,11 @@ absl::StatusOr<DpSgdParameters> DpSgdParametersFromFlags();
 absl::StatusOr<int64_t> StepsForEpochs(double epochs, double dataset_size,
                                        double batch_size);
 
+// Warns on stderr, in one line, when --dataset_size = n was given and delta >= 1/n: a
+// mechanism that publishes one random record in full is then (0, delta)-DP, so such a
+// delta protects nobody (Dwork & Roth 2014, Sec. 2.3). Returns true if it warned.
+bool WarnIfDeltaNotBelowInverseDatasetSize(double delta);
+
 // --format: "text" or "json".
 absl::StatusOr<bool> JsonFormatFromFlags();
 

@@ -111,6 +111,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
   if (absl::Status s = CheckFinitePositive("target_epsilon", target); !s.ok()) return s;
   const double delta = absl::GetFlag(FLAGS_delta);
   if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
+  WarnIfDeltaNotBelowInverseDatasetSize(delta);
   const std::string name = absl::GetFlag(FLAGS_accountant);
   if (absl::Status s = CheckOneOf("accountant", name, CalibrateAccountantFlag().choices); !s.ok()) {
     return s;

@@ -37,6 +37,7 @@ absl::Status RunQuery(const CommandContext& context, Query query) {
   if (at_delta) {
     fixed = absl::GetFlag(FLAGS_delta);
     if (absl::Status s = CheckDelta("delta", fixed); !s.ok()) return s;
+    WarnIfDeltaNotBelowInverseDatasetSize(fixed);
   } else {
     if (!FlagGiven("epsilon")) {
       return absl::InvalidArgumentError("--epsilon (finite, >= 0) is required");

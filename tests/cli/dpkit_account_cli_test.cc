@@ -107,4 +107,24 @@ TEST(DpkitLedgerStdinTest, StdinEqualsFile) {
   ExpectUsageError("ledger - < " + broken, "standard input line 53");
 }
 
+TEST(DpkitDeltaWarningTest, WarnsOnOneStderrLineWhenDeltaIsNotBelowOneOverN) {
+  const std::string run = "epsilon --dataset_size=1000 --batch_size=10 --noise_multiplier=1 --steps=10 "
+                          "--accountant=rdp --format=json";
+  CliRun at = Dpkit(run + " --delta=1e-3");  // delta = 1/n
+  ASSERT_EQ(at.exit_code, 0) << at.err;
+  EXPECT_EQ(dpkit::testing::CountLines(at.err), 1);
+  EXPECT_NE(at.err.find("warning: --delta=0.001 is not below 1/n = 1/1000"), std::string::npos) << at.err;
+  EXPECT_TRUE(json::parse(at.out).contains("rdp"));  // the report is still printed
+  CliRun below = Dpkit(run + " --delta=9.99e-4");
+  ASSERT_EQ(below.exit_code, 0) << below.err;
+  EXPECT_EQ(below.err, "");
+  CliRun rate_only = Dpkit("epsilon --sampling_rate=0.01 --noise_multiplier=1 --steps=10 --delta=0.5");
+  ASSERT_EQ(rate_only.exit_code, 0) << rate_only.err;
+  EXPECT_EQ(rate_only.err, "");  // no dataset size given: nothing to compare with
+  CliRun tradeoff = Dpkit("tradeoff --dataset_size=1000 --batch_size=10 --noise_multiplier=1 --steps=10 "
+                          "--delta=0.01 --points=3");
+  ASSERT_EQ(tradeoff.exit_code, 0) << tradeoff.err;
+  EXPECT_EQ(dpkit::testing::CountLines(tradeoff.err), 1);
+}
+
 }  // namespace
