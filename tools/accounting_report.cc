@@ -50,6 +50,12 @@ absl::Status SlotStatus(const char* name, const AccountantSlot<T>& slot, bool al
 
 std::vector<std::string> AccountantChoices() { return {"rdp", "gdp", "pld", "all"}; }
 
+FlagSpec AccountantFlag() { return FlagSpec("accountant", "all", AccountantChoices()); }
+FlagSpec ReportFormatFlag() { return FlagSpec("format", "text", {"text", "json"}); }
+FlagSpec RdpConversionFlag() {
+  return FlagSpec("rdp_conversion", "optimal", {"optimal", "improved", "classic"});
+}
+
 absl::Status CheckAccountant(const std::string& accountant_flag) {
   return CheckOneOf("accountant", accountant_flag, AccountantChoices());
 }
@@ -63,7 +69,7 @@ absl::StatusOr<accounting::ReportOptions> ReportOptionsFromFlags(
   options.gdp = all || accountant_flag == "gdp";
   options.pld = all || accountant_flag == "pld";
   const std::string conversion = absl::GetFlag(FLAGS_rdp_conversion);
-  RETURN_IF_ERROR(CheckOneOf("rdp_conversion", conversion, {"optimal", "improved", "classic"}));
+  RETURN_IF_ERROR(CheckOneOf("rdp_conversion", conversion, RdpConversionFlag().choices));
   ASSIGN_OR_RETURN(options.rdp_conversion, accounting::ParseRdpReportConversion(conversion));
   options.pld_options.epsilon_tolerance = absl::GetFlag(FLAGS_epsilon_tolerance);
   if (!(options.pld_options.epsilon_tolerance >= 1e-7 &&
@@ -185,9 +191,20 @@ absl::StatusOr<DpSgdParameters> DpSgdParametersFromFlags() {
   return p;
 }
 
+bool WarnIfDeltaNotBelowInverseDatasetSize(double delta) {
+  if (!FlagGiven("dataset_size")) return false;
+  const int64_t n = absl::GetFlag(FLAGS_dataset_size);
+  if (n <= 0 || delta < 1.0 / static_cast<double>(n)) return false;
+  std::fprintf(stderr,
+               "dpkit: warning: --delta=%s is not below 1/n = 1/%lld (--dataset_size): "
+               "publishing one random record in full meets it; choose delta well below 1/n\n",
+               FormatNumber(delta).c_str(), static_cast<long long>(n));
+  return true;
+}
+
 absl::StatusOr<bool> JsonFormatFromFlags() {
   const std::string format = absl::GetFlag(FLAGS_format);
-  absl::Status s = CheckOneOf("format", format, {"text", "json"});
+  absl::Status s = CheckOneOf("format", format, ReportFormatFlag().choices);
   if (!s.ok()) return s;
   return format == "json";
 }

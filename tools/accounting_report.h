@@ -19,6 +19,7 @@
 #include "accounting/event.h"
 #include "accounting/report.h"
 #include "nlohmann/json.hpp"
+#include "tools/command.h"
 
 ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
@@ -26,6 +27,13 @@ namespace dpkit::tools {
 
 // Valid values of --accountant, in report order of computation: rdp, gdp, pld, all.
 std::vector<std::string> AccountantChoices();
+
+// The flags of the accounting reports with their defaults and choices, as the parser
+// applies them and --help prints them (tools/command.h): --accountant (default all),
+// --format (text|json, default text), --rdp_conversion (default optimal).
+FlagSpec AccountantFlag();
+FlagSpec ReportFormatFlag();
+FlagSpec RdpConversionFlag();
 
 // Checks --accountant (one line naming the choices on error).
 absl::Status CheckAccountant(const std::string& accountant_flag);
@@ -62,6 +70,11 @@ absl::StatusOr<DpSgdParameters> DpSgdParametersFromFlags();
 // ceil(epochs * dataset_size / batch_size). Errors name --epochs.
 absl::StatusOr<int64_t> StepsForEpochs(double epochs, double dataset_size,
                                        double batch_size);
+
+// Warns on stderr, in one line, when --dataset_size = n was given and delta >= 1/n: a
+// mechanism that publishes one random record in full is then (0, delta)-DP, so such a
+// delta protects nobody (Dwork & Roth 2014, Sec. 2.3). Returns true if it warned.
+bool WarnIfDeltaNotBelowInverseDatasetSize(double delta);
 
 // --format: "text" or "json".
 absl::StatusOr<bool> JsonFormatFromFlags();

@@ -22,7 +22,7 @@
 #include "tools/common_flags.h"
 
 ABSL_FLAG(std::string, solve_for, "noise_multiplier",
-          "calibrate: the unknown, noise_multiplier | steps | sampling_rate");
+          "calibrate: the unknown to solve for");
 // Defined with the rdp accountant (tools/accounting_report.cc): calibrate converts RDP
 // to epsilon exactly as `dpkit epsilon --accountant=rdp` does.
 ABSL_DECLARE_FLAG(std::string, rdp_conversion);
@@ -31,6 +31,12 @@ ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 
 namespace dpkit::tools {
 namespace {
+
+// calibrate's --accountant: one accountant (there is no "all" to calibrate by), pld first.
+FlagSpec CalibrateAccountantFlag() { return FlagSpec("accountant", "pld", {"pld", "rdp", "gdp"}); }
+FlagSpec SolveForFlag() {
+  return FlagSpec("solve_for", "noise_multiplier", {"noise_multiplier", "steps", "sampling_rate"});
+}
 
 // Largest step count --solve_for=steps searches (the answer is reported as at the
 // limit when even this many steps meet the target).
@@ -97,11 +103,7 @@ absl::Status RunCalibrate(const CommandContext& context) {
   absl::StatusOr<bool> as_json = JsonFormatFromFlags();
   if (!as_json.ok()) return as_json.status();
   const std::string solve_for = absl::GetFlag(FLAGS_solve_for);
-  if (absl::Status s =
-          CheckOneOf("solve_for", solve_for, {"noise_multiplier", "steps", "sampling_rate"});
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CheckOneOf("solve_for", solve_for, SolveForFlag().choices); !s.ok()) return s;
   if (!FlagGiven("target_epsilon")) {
     return absl::InvalidArgumentError("--target_epsilon (finite, > 0) is required");
   }
@@ -109,15 +111,17 @@ absl::Status RunCalibrate(const CommandContext& context) {
   if (absl::Status s = CheckFinitePositive("target_epsilon", target); !s.ok()) return s;
   const double delta = absl::GetFlag(FLAGS_delta);
   if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
-  const std::string name = FlagGiven("accountant") ? absl::GetFlag(FLAGS_accountant) : "pld";
-  if (absl::Status s = CheckOneOf("accountant", name, {"pld", "rdp", "gdp"}); !s.ok()) return s;
+  WarnIfDeltaNotBelowInverseDatasetSize(delta);
+  const std::string name = absl::GetFlag(FLAGS_accountant);
+  if (absl::Status s = CheckOneOf("accountant", name, CalibrateAccountantFlag().choices); !s.ok()) {
+    return s;
+  }
   const accounting::Accountant accountant =
       name == "pld" ? accounting::Accountant::kPld
                     : (name == "rdp" ? accounting::Accountant::kRdp : accounting::Accountant::kGdp);
   const bool approximate = accountant == accounting::Accountant::kGdp;
   const std::string conversion = absl::GetFlag(FLAGS_rdp_conversion);
-  if (absl::Status s =
-          CheckOneOf("rdp_conversion", conversion, {"optimal", "improved", "classic"});
+  if (absl::Status s = CheckOneOf("rdp_conversion", conversion, RdpConversionFlag().choices);
       !s.ok()) {
     return s;
   }
@@ -253,22 +257,22 @@ DPKIT_REGISTER_COMMAND((Command{
     "calibrate", "one DP-SGD parameter (noise, steps or sampling rate) for a target (epsilon, delta)",
     "Examples:\n"
     "  dpkit calibrate --dataset_size=60000 --batch_size=256 --epochs=60 "
-    "--target_epsilon=2 --delta=1e-5 [--accountant=pld|rdp|gdp, default pld]\n"
+    "--target_epsilon=2 --delta=1e-5\n"
     "  dpkit calibrate --solve_for=steps --sampling_rate=0.01 --noise_multiplier=1 "
     "--target_epsilon=2\n"
     "  dpkit calibrate --solve_for=sampling_rate --noise_multiplier=1 --epochs=10 "
     "--target_epsilon=2\n"
-    "--solve_for=noise_multiplier (default): the smallest noise multiplier, within 0.1%;\n"
+    "--solve_for=noise_multiplier: the smallest noise multiplier, within 0.1%;\n"
     "--solve_for=steps: the largest number of steps (one more misses the target; also "
     "reported in epochs);\n"
     "--solve_for=sampling_rate: the largest Poisson sampling rate, within 0.1% (with "
     "--epochs the steps are ceil(epochs / q)).\n"
     "The answer meets the target when re-accounted (pld and rdp: certified upper bound; "
-    "gdp: CLT approximation); rdp converts with --rdp_conversion (default optimal) and pld "
+    "gdp: CLT approximation); rdp converts with --rdp_conversion and pld "
     "uses --epsilon_tolerance, as dpkit epsilon does.",
-    {"solve_for", "sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps",
-     "epochs", "target_epsilon", "delta", "accountant", "rdp_conversion", "epsilon_tolerance",
-     "format"},
+    {SolveForFlag(), "sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps",
+     "epochs", "target_epsilon", "delta", CalibrateAccountantFlag(), RdpConversionFlag(),
+     "epsilon_tolerance", ReportFormatFlag()},
     &RunCalibrate}));
 
 }  // namespace dpkit::tools

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -22,9 +27,53 @@ std::set<std::string>& GivenFlags() {
 
 }  // namespace
 
+namespace {
+
+// Sets each flag with a command default to it (the flags are process-wide; each run of
+// dpkit parses one command).
+absl::Status ApplyCommandDefaults(const Command& command) {
+  for (const FlagSpec& spec : command.flags) {
+    if (spec.default_value.empty()) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(spec.name);
+    std::string error;
+    if (flag == nullptr || !flag->ParseFrom(spec.default_value, &error)) {
+      return absl::InternalError(
+          absl::StrCat("default of --", spec.name, " does not parse: ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks each flag with choices against them ("--format must be one of ...").
+absl::Status CheckChoices(const Command& command) {
+  for (const FlagSpec& spec : command.flags) {
+    if (spec.choices.empty()) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(spec.name);
+    if (flag == nullptr) return absl::InternalError(absl::StrCat("flag --", spec.name, " is not defined"));
+    absl::Status s = CheckOneOf(spec.name, flag->CurrentValue(), spec.choices);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseFlagWords(const Command& command, int argc, char** argv,
+                            std::vector<std::string>* positional);
+
+}  // namespace
+
 absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
                                std::vector<std::string>* positional) {
   GivenFlags().clear();
+  absl::Status s = ApplyCommandDefaults(command);
+  if (s.ok()) s = ParseFlagWords(command, argc, argv, positional);
+  if (s.ok()) s = CheckChoices(command);
+  return s;
+}
+
+namespace {
+
+absl::Status ParseFlagWords(const Command& command, int argc, char** argv,
+                            std::vector<std::string>* positional) {
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
@@ -46,8 +95,8 @@ absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
     }
     bool negated = false;
     auto allowed = [&](const std::string& n) {
-      return std::find(command.flags.begin(), command.flags.end(), n) !=
-             command.flags.end();
+      return std::any_of(command.flags.begin(), command.flags.end(),
+                         [&](const FlagSpec& spec) { return spec.name == n; });
     };
     if (!allowed(name) && absl::StartsWith(name, "no") && allowed(name.substr(2))) {
       name = name.substr(2);
@@ -56,7 +105,9 @@ absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
     if (!allowed(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag --", Abbreviate(name), " (this command takes: --",
-          absl::StrJoin(command.flags, ", --"), ")"));
+          absl::StrJoin(command.flags, ", --",
+                        [](std::string* out, const FlagSpec& spec) { out->append(spec.name); }),
+          ")"));
     }
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) {
@@ -98,6 +149,8 @@ absl::Status ParseCommandFlags(const Command& command, int argc, char** argv,
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 bool FlagGiven(absl::string_view name) {
   return GivenFlags().count(std::string(name)) > 0;
@@ -186,6 +239,27 @@ std::string FormatNumber(double value) {
     if (std::strtod(buffer, nullptr) == value) break;
   }
   return buffer;
+}
+
+absl::StatusOr<std::string> ReadInputText(const std::string& path, absl::string_view what) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+    if (std::cin.bad()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " from standard input"));
+    }
+    return text.str();
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open ", what, " file ", Abbreviate(path),
+                                                   ": ", std::strerror(errno)));
+  }
+  text << file.rdbuf();
+  if (file.bad()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", Abbreviate(path)));
+  }
+  return text.str();
 }
 
 }  // namespace dpkit::tools

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tools/command.h"
 
@@ -49,6 +50,11 @@ absl::Status CheckPositiveAtMost(absl::string_view name, double value, double ma
 // "..." and its length), control characters (a newline in a file name) escaped, so that
 // every error stays one short line.
 std::string Abbreviate(absl::string_view text);
+
+// The whole text of FILE, or of standard input when `path` is "-" (a pipe or a terminal
+// too). Errors are InvalidArgumentError naming `what` and the file: "cannot open event
+// file x.json: No such file or directory".
+absl::StatusOr<std::string> ReadInputText(const std::string& path, absl::string_view what);
 
 // Formats a number for output: shortest round-trip decimal, "inf" only for a true
 // infinity. NaN must never reach output; callers check before formatting.

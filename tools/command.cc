@@ -9,6 +9,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tools/cli.h"
 
 namespace dpkit::tools {
@@ -72,18 +73,31 @@ void PrintCommandHelp(const Command& c) {
   if (!c.usage.empty()) std::printf("%s\n\n", c.usage.c_str());
   if (c.flags.empty()) return;
   std::printf("Flags:\n");
-  std::vector<std::string> names = c.flags;
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  std::vector<FlagSpec> specs = c.flags;
+  std::sort(specs.begin(), specs.end(),
+            [](const FlagSpec& a, const FlagSpec& b) { return a.name < b.name; });
+  for (const FlagSpec& spec : specs) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(spec.name);
     if (flag == nullptr) continue;
-    std::string def = flag->DefaultValue();
-    std::printf("  --%s  %s%s\n", name.c_str(), flag->Help().c_str(),
-                def.empty() ? "" : absl::StrCat(" (default: ", def, ")").c_str());
+    std::vector<std::string> notes;
+    if (!spec.choices.empty()) notes.push_back("one of: " + absl::StrJoin(spec.choices, "|"));
+    const std::string def = HelpDefault(spec);
+    if (!def.empty()) notes.push_back("default: " + def);
+    std::printf("  --%s  %s%s\n", spec.name.c_str(), flag->Help().c_str(),
+                notes.empty() ? "" : absl::StrCat(" (", absl::StrJoin(notes, "; "), ")").c_str());
   }
 }
 
 }  // namespace
+
+std::string HelpDefault(const FlagSpec& spec) {
+  if (!spec.default_value.empty()) return spec.default_value;
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(spec.name);
+  if (flag == nullptr) return "";
+  const std::string def = flag->DefaultValue();
+  if (spec.choices.empty() && def == "0") return "";
+  return def;
+}
 
 bool RegisterCommand(Command command) {
   std::string name = command.name;

@@ -8,6 +8,7 @@
 #define DPKIT_TOOLS_COMMAND_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,12 +25,34 @@ struct CommandContext {
   std::vector<std::string> args;
 };
 
+// One flag a command reads: its name, and optionally the command's own default and the
+// values it allows. The parser (cli.h) applies the default before parsing and checks the
+// choices after it, and `dpkit NAME --help` prints both, so the help cannot disagree with
+// the behaviour. A bare name ("delta") keeps the ABSL_FLAG's default and allows any value
+// its type parses.
+struct FlagSpec {
+  FlagSpec(const char* flag_name) : name(flag_name) {}          // NOLINT: implicit by design
+  FlagSpec(const std::string& flag_name) : name(flag_name) {}   // NOLINT: implicit by design
+  FlagSpec(std::string flag_name, std::string command_default, std::vector<std::string> allowed)
+      : name(std::move(flag_name)),
+        default_value(std::move(command_default)),
+        choices(std::move(allowed)) {}
+  std::string name;           // without dashes
+  std::string default_value;  // empty: the ABSL_FLAG's default
+  std::vector<std::string> choices;  // empty: any value
+};
+
+// The default --help states for `spec`: its default_value, else the ABSL_FLAG's default;
+// empty when that is "" or "0" for a flag without choices (a value that must be
+// given, or that is derived from other flags: the help text says which).
+std::string HelpDefault(const FlagSpec& spec);
+
 struct Command {
   std::string name;     // e.g. "epsilon"
   std::string summary;  // one line for `dpkit --help`
   std::string usage;    // text after the flag list in `dpkit NAME --help`
-  // Flags this command reads (names without dashes); all others are rejected.
-  std::vector<std::string> flags;
+  // Flags this command reads; all others are rejected.
+  std::vector<FlagSpec> flags;
   // Runs the command. Return absl::InvalidArgumentError for bad input (printed as
   // one line, exit 2), another error for failures (exit 1), OkStatus for success.
   absl::Status (*run)(const CommandContext& context);

@@ -37,6 +37,7 @@ absl::Status RunQuery(const CommandContext& context, Query query) {
   if (at_delta) {
     fixed = absl::GetFlag(FLAGS_delta);
     if (absl::Status s = CheckDelta("delta", fixed); !s.ok()) return s;
+    WarnIfDeltaNotBelowInverseDatasetSize(fixed);
   } else {
     if (!FlagGiven("epsilon")) {
       return absl::InvalidArgumentError("--epsilon (finite, >= 0) is required");
@@ -81,18 +82,19 @@ DPKIT_REGISTER_COMMAND((Command{
     "epsilon", "epsilon of DP-SGD (Poisson-sampled Gaussian) at a given delta",
     "Example: dpkit epsilon --dataset_size=60000 --batch_size=256 "
     "--noise_multiplier=1.1 --epochs=60 --delta=1e-5\n"
-    "rdp is a certified upper bound; gdp (mu_CLT, Bu et al. 2020) is a CLT "
-    "approximation, not an upper bound.",
+    "pld (certified interval [epsilon_lower, epsilon_upper], Koskela et al. 2020 / Doroshenko "
+    "et al. 2022) and rdp are certified upper bounds; gdp (mu_CLT, Bu et al. 2020) is a CLT "
+    "approximation, not an upper bound. The headline is the smallest certified bound.",
     {"sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps", "epochs",
-     "delta", "accountant", "format", "epsilon_tolerance", "rdp_conversion"},
+     "delta", AccountantFlag(), ReportFormatFlag(), "epsilon_tolerance", RdpConversionFlag()},
     &RunEpsilon}));
 
 DPKIT_REGISTER_COMMAND((Command{
     "delta", "delta of DP-SGD (Poisson-sampled Gaussian) at a given epsilon",
     "Example: dpkit delta --sampling_rate=0.01 --noise_multiplier=1 --steps=10000 "
-    "--epsilon=2\nrdp is a certified upper bound; gdp (mu_CLT) is a CLT approximation.",
+    "--epsilon=2\npld and rdp are certified upper bounds; gdp (mu_CLT) is a CLT approximation.",
     {"sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps", "epochs",
-     "epsilon", "accountant", "format", "epsilon_tolerance", "rdp_conversion"},
+     "epsilon", AccountantFlag(), ReportFormatFlag(), "epsilon_tolerance", RdpConversionFlag()},
     &RunDelta}));
 
 }  // namespace dpkit::tools

@@ -413,12 +413,12 @@ absl::Status RunReproduce(const CommandContext& context) {
 
 DPKIT_REGISTER_COMMAND((Command{
     "reproduce", "recompute a published table next to the paper's values",
-    "Usage: dpkit reproduce gdp-table1|gdp-experiments [--format=text|json]\n"
+    "Usage: dpkit reproduce gdp-table1|gdp-experiments [--format=...]\n"
     "gdp-table1: Bu et al. 2020, Table 1 (MNIST): mu_CLT, eps_CLT, moments accountant,\n"
     "  certified RDP and PLD [lower, upper], minimum type I + type II error.\n"
     "gdp-experiments: the same for the paper's Adult, IMDb and MovieLens 1M settings.\n"
     "Exit code 1 if a value disagrees with the paper beyond its printed precision.",
-    {"format"},
+    {ReportFormatFlag()},
     &RunReproduce}));
 
 }  // namespace dpkit::tools

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -47,6 +48,33 @@ struct Curve {
   double min_error;  // min over alpha of alpha + beta
   bool approximate;  // the CLT curve: its minimum is no bound
 };
+
+// How a curve is drawn in the SVG. Curves may coincide (G_mu over the PLD curve at large
+// T), so each has its own dash pattern, and wider ones are drawn first: a curve drawn
+// later is thinner and lies on top, and the certified PLD curve is drawn last.
+struct CurveStyle {
+  const char* dash;  // stroke-dasharray ("none": solid)
+  double width;
+  double opacity;
+  int layer;  // drawing order: lower first
+};
+
+CurveStyle StyleOf(const std::string& name) {
+  if (name == "gdp_clt") return {"10 5", 5, 0.55, 0};
+  if (name == "approx_dp") return {"3 3", 3.5, 0.9, 1};
+  if (name == "rdp") return {"9 3 2 3", 2.5, 1, 2};
+  return {"none", 1.5, 1, 3};  // pld
+}
+
+// Index of the sampled alpha with the smallest alpha + beta: where the curve's minimum
+// alpha+beta is marked (the legend states the minimum over all alpha).
+size_t MinimumIndex(const std::vector<double>& alphas, const std::vector<double>& beta) {
+  size_t best = 0;
+  for (size_t i = 1; i < alphas.size(); ++i) {
+    if (alphas[i] + beta[i] < alphas[best] + beta[best]) best = i;
+  }
+  return best;
+}
 
 std::string Csv(const std::vector<double>& alphas, const std::vector<Curve>& curves) {
   std::string out = "curve,alpha,beta\n";
@@ -93,20 +121,40 @@ std::string Svg(const std::vector<double>& alphas, const std::vector<Curve>& cur
   // Perfect privacy: β = 1 − α.
   absl::StrAppend(&s, "<line x1=\"", x(0), "\" y1=\"", y(1), "\" x2=\"", x(1), "\" y2=\"", y(0),
                   "\" stroke=\"#999999\" stroke-dasharray=\"4 4\"/>\n");
-  for (const Curve& c : curves) {
-    absl::StrAppend(&s, "<polyline fill=\"none\" stroke=\"", c.color,
-                    "\" stroke-width=\"2\" points=\"");
+  std::vector<const Curve*> drawn;
+  for (const Curve& c : curves) drawn.push_back(&c);
+  std::stable_sort(drawn.begin(), drawn.end(), [](const Curve* a, const Curve* b) {
+    return StyleOf(a->name).layer < StyleOf(b->name).layer;
+  });
+  for (const Curve* c : drawn) {
+    const CurveStyle style = StyleOf(c->name);
+    absl::StrAppend(&s, "<polyline class=\"curve-", c->name, "\" fill=\"none\" stroke=\"",
+                    c->color, "\" stroke-width=\"", FormatNumber(style.width),
+                    "\" stroke-dasharray=\"", style.dash, "\" stroke-opacity=\"",
+                    FormatNumber(style.opacity), "\" points=\"");
     for (size_t i = 0; i < alphas.size(); ++i) {
-      absl::StrAppend(&s, i == 0 ? "" : " ", x(alphas[i]), ",", y(c.beta[i]));
+      absl::StrAppend(&s, i == 0 ? "" : " ", x(alphas[i]), ",", y(c->beta[i]));
     }
     absl::StrAppend(&s, "\"/>\n");
+  }
+  // The minimum alpha+beta point of each curve, on top of all curves.
+  for (const Curve* c : drawn) {
+    const size_t i = MinimumIndex(alphas, c->beta);
+    absl::StrAppend(&s, "<circle class=\"min-", c->name, "\" cx=\"", x(alphas[i]), "\" cy=\"",
+                    y(c->beta[i]), "\" r=\"", FormatNumber(3 + StyleOf(c->name).layer),
+                    "\" fill=\"", c->approximate ? "white" : c->color, "\" stroke=\"", c->color,
+                    "\" stroke-width=\"1.5\"><title>", c->label, ": min \u03b1+\u03b2 at \u03b1 = ",
+                    FormatNumber(alphas[i]), "</title></circle>\n");
   }
   // Legend.
   double ly = top + 10;
   for (const Curve& c : curves) {
+    const CurveStyle style = StyleOf(c.name);
     absl::StrAppend(&s, "<line x1=\"", left + size + 15, "\" y1=\"", ly, "\" x2=\"",
                     left + size + 40, "\" y2=\"", ly, "\" stroke=\"", c.color,
-                    "\" stroke-width=\"2\"/>\n", "<text x=\"", left + size + 46, "\" y=\"", ly,
+                    "\" stroke-width=\"", FormatNumber(style.width), "\" stroke-dasharray=\"",
+                    style.dash, "\" stroke-opacity=\"", FormatNumber(style.opacity), "\"/>\n",
+                    "<text x=\"", left + size + 46, "\" y=\"", ly,
                     "\" dy=\"4\">", c.label, "</text>\n", "<text x=\"", left + size + 46,
                     "\" y=\"", ly + 16, "\" dy=\"4\" font-size=\"11\" fill=\"#555555\">",
                     // A certified curve's minimum error is a lower bound, printed rounded
@@ -120,7 +168,9 @@ std::string Svg(const std::vector<double>& alphas, const std::vector<Curve>& cur
     ly += 42;
   }
   absl::StrAppend(&s, "<text x=\"", left + size + 15, "\" y=\"", ly, "\" font-size=\"11\" ",
-                  "fill=\"#555555\">dashed: \u03b2 = 1 \u2212 \u03b1 (perfect privacy)</text>\n");
+                  "fill=\"#555555\">grey dashed: \u03b2 = 1 \u2212 \u03b1 (perfect privacy)</text>\n");
+  absl::StrAppend(&s, "<text x=\"", left + size + 15, "\" y=\"", ly + 16, "\" font-size=\"11\" ",
+                  "fill=\"#555555\">dots: each curve's min \u03b1+\u03b2 point</text>\n");
   absl::StrAppend(&s, "</svg>\n");
   return s;
 }
@@ -182,13 +232,16 @@ absl::StatusOr<double> GaussianCurveMu(const DpSgdParameters& params) {
   return mu;
 }
 
+// --format of tradeoff: a table or a plot (no text report).
+FlagSpec TradeoffFormatFlag() { return FlagSpec("format", "csv", {"csv", "svg"}); }
+
 absl::Status RunTradeoff(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", Abbreviate(context.args[0]), "' (all inputs are flags)"));
   }
-  const std::string format = FlagGiven("format") ? absl::GetFlag(FLAGS_format) : "csv";
-  if (absl::Status s = CheckOneOf("format", format, {"csv", "svg"}); !s.ok()) return s;
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (absl::Status s = CheckOneOf("format", format, TradeoffFormatFlag().choices); !s.ok()) return s;
   const int64_t points = absl::GetFlag(FLAGS_points);
   if (!(points >= 2 && points <= 100001)) {
     return absl::InvalidArgumentError(
@@ -203,6 +256,7 @@ absl::Status RunTradeoff(const CommandContext& context) {
   const double delta = absl::GetFlag(FLAGS_delta);
   // The PLD accountant's range of delta (the approx_dp curve is at PLD's epsilon).
   if (absl::Status s = CheckDelta("delta", delta, kMinPldDelta); !s.ok()) return s;
+  WarnIfDeltaNotBelowInverseDatasetSize(delta);
 
   ASSIGN_OR_RETURN(const accounting::Event event,
                    accounting::DpSgdEvent(params->sampling_rate, params->noise_multiplier,
@@ -279,7 +333,7 @@ DPKIT_REGISTER_COMMAND((Command{
     "approx_dp (f_{eps,delta} at the certified PLD epsilon for --delta), gdp_clt (G_mu with "
     "mu_CLT of Bu et al. 2020: an APPROXIMATION). CSV columns: curve,alpha,beta.",
     {"sampling_rate", "dataset_size", "batch_size", "noise_multiplier", "steps", "epochs",
-     "delta", "format", "output", "points"},
+     "delta", TradeoffFormatFlag(), "output", "points"},
     &RunTradeoff}));
 
 }  // namespace dpkit::tools

@@ -19,8 +19,8 @@
 
 ABSL_FLAG(double, learning_rate, 0.0, "learning rate (default: the model's paper setting)");
 ABSL_FLAG(double, clip_norm, 0.0, "per-example L2 clipping norm C (default: per model)");
-ABSL_FLAG(std::string, optimizer, "sgd", "sgd | adam | adagrad (DP-SGD, DP-Adam, DP-AdaGrad)");
-ABSL_FLAG(std::string, device, "cpu", "cpu | cuda");
+ABSL_FLAG(std::string, optimizer, "sgd", "DP-SGD, DP-Adam or DP-AdaGrad");
+ABSL_FLAG(std::string, device, "cpu", "where to train");
 ABSL_FLAG(std::string, output_dir, "",
           "directory for ledger.jsonl, metrics.jsonl and checkpoints (none if empty)");
 ABSL_FLAG(int64_t, max_steps, 0, "stop after this many steps (0: no limit)");
@@ -36,18 +36,22 @@ ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
 namespace dpkit::tools {
 namespace {
 
-const std::vector<std::string>& CommonTrainFlags() {
-  static const auto* flags = new std::vector<std::string>{
+// The choices below are the ones RunTrain checks (the parser checks them first).
+const std::vector<FlagSpec>& CommonTrainFlags() {
+  static const auto* flags = new std::vector<FlagSpec>{
       "learning_rate", "clip_norm", "noise_multiplier", "target_epsilon", "delta",
-      "batch_size", "epochs", "optimizer", "seed", "device", "output_dir", "format",
-      "max_steps", "train_subset", "test_subset", "data_dir", "resume", "overwrite",
-      "threads"};
+      "batch_size", "epochs", FlagSpec("optimizer", "sgd", {"sgd", "adam", "adagrad"}),
+      FlagSpec("seed", "0", {}),
+      FlagSpec("device", "cpu", {"cpu", "cuda"}), "output_dir",
+      FlagSpec("format", "text", {"text", "json"}), "max_steps", "train_subset", "test_subset",
+      "data_dir", "resume", "overwrite", "threads"};
   return *flags;
 }
 
-std::vector<std::string> AllTrainFlags() {
-  std::vector<std::string> out = CommonTrainFlags();
-  std::set<std::string> seen(out.begin(), out.end());
+std::vector<FlagSpec> AllTrainFlags() {
+  std::vector<FlagSpec> out = CommonTrainFlags();
+  std::set<std::string> seen;
+  for (const FlagSpec& spec : out) seen.insert(spec.name);
   for (const models::TrainerInfo* t : models::RegisteredTrainers()) {
     for (const std::string& f : t->flags) {
       if (seen.insert(f).second) out.push_back(f);
@@ -171,9 +175,11 @@ absl::Status RunTrain(const CommandContext& context) {
   o.model = trainer->name;
   o.args.assign(context.args.begin() + 1, context.args.end());
   // Flags of another trainer are rejected, not silently ignored.
-  std::set<std::string> allowed(CommonTrainFlags().begin(), CommonTrainFlags().end());
+  std::set<std::string> allowed;
+  for (const FlagSpec& spec : CommonTrainFlags()) allowed.insert(spec.name);
   allowed.insert(trainer->flags.begin(), trainer->flags.end());
-  for (const std::string& f : AllTrainFlags()) {
+  for (const FlagSpec& spec : AllTrainFlags()) {
+    const std::string& f = spec.name;
     if (FlagGiven(f)) {
       o.given_flags.insert(f);
       if (allowed.count(f) == 0) {

@@ -3,6 +3,7 @@
 // --rdp_conversion).
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -120,6 +121,44 @@ TEST(DpkitTradeoffTest, SvgIsAStandalonePlotWithLegendAndLabels) {
     EXPECT_NE(s.find(label), std::string::npos) << label;
   }
   EXPECT_EQ(s.find("http", s.find("http") + 1), std::string::npos);  // nothing external
+}
+
+// The attribute `name`="..." of the SVG element starting at `at`.
+std::string Attribute(const std::string& svg, size_t at, const std::string& name) {
+  const size_t end = svg.find('>', at);
+  const size_t start = svg.find(" " + name + "=\"", at);
+  if (start == std::string::npos || start > end) return "";
+  const size_t value = start + name.size() + 3;
+  return svg.substr(value, svg.find('"', value) - value);
+}
+
+TEST(DpkitTradeoffTest, SvgKeepsEveryCurveVisibleCertifiedOnTopAndMarksMinima) {
+  // Large T: G_mu (CLT) lies almost on the PLD curve; both must stay visible.
+  CliRun run = Dpkit(
+      "tradeoff --dataset_size=60000 --batch_size=256 --noise_multiplier=1.1 --epochs=60 "
+      "--format=svg --points=51");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string& s = run.out;
+  std::vector<std::string> order;
+  std::set<std::string> styles;
+  std::map<std::string, double> widths;
+  for (size_t at = s.find("<polyline"); at != std::string::npos; at = s.find("<polyline", at + 1)) {
+    const std::string name = Attribute(s, at, "class");
+    order.push_back(name);
+    styles.insert(Attribute(s, at, "stroke-dasharray") + "/" + Attribute(s, at, "stroke-width"));
+    widths[name] = std::stod(Attribute(s, at, "stroke-width"));
+  }
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(styles.size(), 4u);  // every curve has its own dash pattern and width
+  EXPECT_EQ(order.back(), "curve-pld");  // the certified PLD curve is drawn last (on top)
+  EXPECT_EQ(order.front(), "curve-gdp_clt");  // the approximation first, underneath
+  // Each curve drawn later is thinner, so none hides one drawn before.
+  for (size_t i = 1; i < order.size(); ++i) EXPECT_LT(widths[order[i]], widths[order[i - 1]]);
+  for (const char* curve : {"pld", "rdp", "approx_dp", "gdp_clt"}) {
+    const size_t marker = s.find(std::string("<circle class=\"min-") + curve + "\"");
+    ASSERT_NE(marker, std::string::npos) << curve;
+    EXPECT_GT(marker, s.rfind("<polyline"));  // markers on top of all curves
+  }
 }
 
 TEST(DpkitTradeoffTest, OutputFileHoldsExactlyWhatStdoutWouldShow) {

@@ -647,8 +647,17 @@ async function update() {
   document.body.dataset.generation = String(myGeneration);
   document.body.dataset.scheduled = 'no';
   core.cancelHeavy();
+  // Results of earlier input stay visible but greyed (and marked for assistive technology)
+  // while the input is invalid: they no longer describe what the form says.
+  for (const id of ['#cards', '#plots', '#tables']) {
+    const section = $(id);
+    if (!section) continue;
+    section.classList.toggle('stale', !ok);
+    section.setAttribute('aria-disabled', ok ? 'false' : 'true');
+  }
   if (!ok) {
-    $('#summary').textContent = 'Fix the marked fields; nothing is computed from invalid input.';
+    $('#summary').textContent = 'Fix the marked fields; nothing is computed from invalid input. ' +
+        'The greyed results below are for the previous input.';
     $('#summary').classList.add('bad');
     document.body.dataset.done = String(myGeneration);
     document.body.dataset.cardsDone = String(myGeneration);

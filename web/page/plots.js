@@ -39,12 +39,31 @@ function formatTick(value) {
 //        series: [{name, points: [[x, y], ...], color, dashed, dash, markers}]}
 //        (dash: an SVG stroke-dasharray that overrides dashed)
 // Points whose y is not a finite number are skipped (a gap, never a drawn NaN).
+// At phone width (PHONE_QUERY, as style.css's) the legend goes below the plot instead of
+// over it, and each chart is redrawn when the width crosses that line.
+const PHONE_QUERY = '(max-width: 600px)';
+const drawnCharts = new Map();  // svg -> its last spec
+function phoneWidth() {
+  return typeof window !== 'undefined' && window.matchMedia &&
+      window.matchMedia(PHONE_QUERY).matches;
+}
+if (typeof window !== 'undefined' && window.matchMedia) {
+  const query = window.matchMedia(PHONE_QUERY);
+  const redraw = () => { for (const [svg, spec] of drawnCharts) drawLineChart(svg, spec); };
+  if (query.addEventListener) query.addEventListener('change', redraw);
+}
+
 function drawLineChart(svg, spec) {
+  drawnCharts.set(svg, spec);
+  const legendBelow = phoneWidth();
+  const rowHeight = legendBelow ? 30 : 24;
   const width = 640;
-  const height = 400;
-  const margin = {left: 64, right: 16, top: 16, bottom: 52};
+  const plotAreaHeight = 400;
+  const height = plotAreaHeight + (legendBelow ? rowHeight * spec.series.length + 16 : 0);
+  const margin = {left: 64, right: 16, top: 16, bottom: 52 + height - plotAreaHeight};
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.dataset.legend = legendBelow ? 'below' : 'inside';
   svg.setAttribute('role', 'img');
   if (spec.title) svg.appendChild(svgElement('title', {}, spec.title));
 
@@ -83,7 +102,7 @@ function drawLineChart(svg, spec) {
   }
   axes.appendChild(svgElement('rect', {x: margin.left, y: margin.top, width: plotWidth,
     height: plotHeight, class: 'frame'}));
-  axes.appendChild(svgElement('text', {x: margin.left + plotWidth / 2, y: height - 10,
+  axes.appendChild(svgElement('text', {x: margin.left + plotWidth / 2, y: plotAreaHeight - 10,
     'text-anchor': 'middle', class: 'label'}, spec.xLabel));
   axes.appendChild(svgElement('text', {x: 16, y: margin.top + plotHeight / 2,
     'text-anchor': 'middle', class: 'label',
@@ -125,9 +144,9 @@ function drawLineChart(svg, spec) {
   }
   svg.appendChild(lines);
 
-  // Legend inside the plot (top-left or top-right), on a translucent box sized to its text.
+  // Legend inside the plot (top-left or top-right), on a translucent box sized to its text;
+  // below the plot, under the axis label, at phone width (where it would cover the curves).
   const legend = svgElement('g', {class: 'legend'});
-  const rowHeight = 24;
   const box = svgElement('rect', {x: 0, y: 0, height: rowHeight * spec.series.length + 8,
                                   class: 'legend-box'});
   legend.appendChild(box);
@@ -147,8 +166,12 @@ function drawLineChart(svg, spec) {
     try { length = text.getComputedTextLength(); } catch (e) { length = 0; }
     textWidth = Math.max(textWidth, length || 7.5 * text.textContent.length);
   }
-  const legendWidth = Math.min(plotWidth - 16, 44 + textWidth + 10);
+  const legendWidth = Math.min((legendBelow ? width - 16 : plotWidth - 16), 44 + textWidth + 10);
   box.setAttribute('width', legendWidth);
+  if (legendBelow) {
+    legend.setAttribute('transform', `translate(8 ${plotAreaHeight + 4})`);
+    return;
+  }
   const legendX = spec.legend === 'top-right' ?
       margin.left + plotWidth - legendWidth - 8 : margin.left + 8;
   legend.setAttribute('transform', `translate(${legendX} ${margin.top + 8})`);

@@ -286,6 +286,31 @@ test('invalid input is marked at the field with its range and nothing is compute
   await page.close();
 });
 
+test('on invalid input the previous results are greyed out, and restored on valid input', async () => {
+  const page = await newPage();
+  const stale = () => page.evaluate(() => ['#cards', '#plots', '#tables'].map((id) => {
+    const element = document.querySelector(id);
+    return {stale: element.classList.contains('stale'),
+            opacity: Number(getComputedStyle(element).opacity),
+            disabled: element.getAttribute('aria-disabled')};
+  }));
+  for (const section of await stale()) assert.strictEqual(section.stale, false);
+  await setForm(page, {noise_multiplier: '-1'});
+  for (const section of await stale()) {
+    assert.strictEqual(section.stale, true);
+    assert.ok(section.opacity < 0.5, `a stale section is greyed (opacity ${section.opacity})`);
+    assert.strictEqual(section.disabled, 'true');
+  }
+  assert.match(await page.textContent('#summary'), /greyed results below are for the previous input/);
+  await setForm(page, {noise_multiplier: '1.1'});
+  for (const section of await stale()) {
+    assert.strictEqual(section.stale, false);
+    assert.strictEqual(section.opacity, 1);
+  }
+  assert.deepStrictEqual(page.problems, []);
+  await page.close();
+});
+
 test('the plots render and the table holds the same data', async () => {
   const page = await newPage();
   const counts = await page.evaluate(() => ({
@@ -344,6 +369,32 @@ test('the page is usable at phone width', async () => {
   const input = await page.locator('#noise_multiplier').boundingBox();
   assert.ok(input.width > 200, 'inputs are wide enough to type in');
   await page.screenshot({path: path.join(OUTPUT_DIR, 'calculator_phone.png'), fullPage: true});
+  await page.close();
+});
+
+test('at phone width the tradeoff legend lies below the plot, not over it', async () => {
+  const page = await context.newPage();
+  await page.setViewportSize({width: 390, height: 844});
+  await page.goto(baseUrl);
+  await page.waitForSelector('body[data-ready="yes"]');
+  await settle(page);
+  const boxes = () => page.evaluate(() => ['#plot-tradeoff', '#plot-epsilon'].map((id) => {
+    const svg = document.querySelector(id);
+    const frame = svg.querySelector('rect.frame').getBoundingClientRect();
+    const legend = svg.querySelector('g.legend').getBoundingClientRect();
+    return {id, where: svg.dataset.legend, frameBottom: frame.bottom, legendTop: legend.top,
+            legendBottom: legend.bottom, svgBottom: svg.getBoundingClientRect().bottom};
+  }));
+  for (const box of await boxes()) {
+    assert.strictEqual(box.where, 'below', box.id);
+    assert.ok(box.legendTop >= box.frameBottom, `${box.id}: legend starts inside the plot`);
+    assert.ok(box.legendBottom <= box.svgBottom + 0.5, `${box.id}: legend is cut off`);
+  }
+  // Back at desktop width the chart is redrawn with the legend inside again.
+  await page.setViewportSize({width: 1200, height: 900});
+  await page.waitForFunction(
+      () => document.querySelector('#plot-tradeoff').dataset.legend === 'inside');
+  await page.screenshot({path: path.join(OUTPUT_DIR, 'calculator_phone_legend.png')});
   await page.close();
 });
 

@@ -1,0 +1,89 @@
+// `dpkit account FILE|-`: the privacy of any event tree, read from FILE or standard input
+// in dpkit's event JSON (accounting/event.h) or dp_accounting's spelling
+// (accounting/event_json_dp_accounting.h): epsilon at --delta, or delta at --epsilon, by
+// every accountant that applies (--accountant=all), through the accounting report.
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "accounting/event.h"
+#include "accounting/event_json_dp_accounting.h"
+#include "accounting/report.h"
+#include "base/status.h"
+#include "tools/accounting_report.h"
+#include "tools/cli.h"
+#include "tools/command.h"
+#include "tools/common_flags.h"
+
+namespace dpkit::tools {
+namespace {
+
+absl::Status RunAccount(const CommandContext& context) {
+  if (context.args.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected exactly one event FILE argument (or - for standard input), got ",
+        context.args.size()));
+  }
+  absl::StatusOr<bool> as_json = JsonFormatFromFlags();
+  if (!as_json.ok()) return as_json.status();
+  const std::string accountant = absl::GetFlag(FLAGS_accountant);
+  RETURN_IF_ERROR(ReportOptionsFromFlags(accountant));
+  const bool want_delta = FlagGiven("epsilon");
+  if (want_delta && FlagGiven("delta")) {
+    return absl::InvalidArgumentError(
+        "give either --delta (report epsilon) or --epsilon (report delta), not both");
+  }
+  const double delta = absl::GetFlag(FLAGS_delta);
+  const double epsilon = absl::GetFlag(FLAGS_epsilon);
+  if (want_delta) {
+    RETURN_IF_ERROR(CheckFiniteNonNegative("epsilon", epsilon));
+  } else {
+    RETURN_IF_ERROR(CheckDelta("delta", delta));
+  }
+
+  const std::string& path = context.args[0];
+  ASSIGN_OR_RETURN(const std::string text, ReadInputText(path, "event"));
+  auto event = accounting::EventFromAnyJsonString(text);
+  if (!event.ok()) {
+    return base::WithContext(base::ToStatus(event), path == "-" ? "standard input" : path);
+  }
+  ASSIGN_OR_RETURN(
+      const accounting::PrivacyReport report,
+      AccountingReport(*event,
+                       want_delta ? accounting::ReportQuantity::kDelta
+                                  : accounting::ReportQuantity::kEpsilon,
+                       want_delta ? epsilon : delta, accountant));
+
+  nlohmann::json out = accounting::ReportToJson(report);
+  out["input"] = {{"file", path}, {"event", event->ToJson()}};
+  if (want_delta) {
+    out["input"]["epsilon"] = epsilon;
+  } else {
+    out["input"]["delta"] = delta;
+  }
+  const std::string summary = absl::StrCat(
+      "event ", Abbreviate(event->ToJsonString()), "\n",
+      want_delta ? "epsilon = " + FormatNumber(epsilon) : "delta = " + FormatNumber(delta),
+      "\n", accounting::ReportToText(report));
+  PrintReport(out, summary, *as_json);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DPKIT_REGISTER_COMMAND((Command{
+    "account", "privacy of any event tree (dpkit or dp_accounting JSON) from a file or stdin",
+    "Usage: dpkit account FILE|- [--delta=D | --epsilon=E] [--accountant=...] "
+    "[--format=text|json]\n"
+    "FILE (- for standard input) holds one event tree, in dpkit's JSON\n"
+    "  {\"type\":\"self_composed\",\"count\":1000,\"event\":{\"type\":\"laplace\",\"scale\":10}}\n"
+    "or dp_accounting's spelling\n"
+    "  {\"SelfComposedDpEvent\":{\"count\":1000,\"event\":{\"LaplaceDpEvent\":"
+    "{\"noise_multiplier\":10}}}}\n"
+    "(examples in tools/README.md). Reports epsilon at --delta (default), or delta at "
+    "--epsilon.",
+    {"delta", "epsilon", AccountantFlag(), ReportFormatFlag(), "epsilon_tolerance", RdpConversionFlag()},
+    &RunAccount}));
+
+}  // namespace dpkit::tools
