@@ -19,37 +19,6 @@
 namespace dpkit::tools {
 namespace {
 
-// The entries of a ledger read from standard input (`dpkit ledger -`), with ReadLedger's
-// rules (accounting/ledger.h): one JSON entry per line, blank lines skipped, an
-// unterminated invalid last line ignored (a write cut by a crash), errors naming the line.
-absl::StatusOr<std::vector<accounting::LedgerEntry>> ReadLedgerFromStdin() {
-  ASSIGN_OR_RETURN(const std::string text, ReadInputText("-", "ledger"));
-  std::vector<accounting::LedgerEntry> entries;
-  size_t begin = 0;
-  int64_t line_number = 0;
-  while (begin < text.size()) {
-    ++line_number;
-    const size_t newline = text.find('\n', begin);
-    const bool terminated = newline != std::string::npos;
-    std::string line = text.substr(begin, (terminated ? newline : text.size()) - begin);
-    begin = terminated ? newline + 1 : text.size();
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    const nlohmann::json parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    auto entry = parsed.is_discarded()
-                     ? accounting::Result<accounting::LedgerEntry>(
-                           accounting::Error{"not a valid JSON line"})
-                     : accounting::LedgerEntryFromJson(parsed);
-    if (!entry.ok()) {
-      if (!terminated) break;
-      return absl::InvalidArgumentError(
-          absl::StrCat("standard input line ", line_number, ": ", entry.error()));
-    }
-    entries.push_back(std::move(entry).value());
-  }
-  return entries;
-}
-
 absl::Status RunLedger(const CommandContext& context) {
   if (context.args.size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -73,17 +42,8 @@ absl::Status RunLedger(const CommandContext& context) {
   }
 
   const std::string& path = context.args[0];
-  absl::StatusOr<std::vector<accounting::LedgerEntry>> entries;
-  if (path == "-") {
-    entries = ReadLedgerFromStdin();
-  } else {
-    auto read = accounting::ReadLedger(path);
-    if (read.ok()) {
-      entries = std::move(read).value();
-    } else {
-      entries = base::ToStatus(read);
-    }
-  }
+  // accounting::ReadLedger reads standard input for "-" (same line rules and ranges).
+  auto entries = accounting::ReadLedger(path);
   RETURN_IF_ERROR(entries);
   auto event = accounting::LedgerToEvent(*entries);
   if (!event.ok()) {
