@@ -27,6 +27,7 @@
 #include "accounting/gdp.h"
 #include "accounting/pld.h"
 #include "accounting/report_rounding.h"
+#include "base/files.h"
 #include "base/status.h"
 #include "tools/accounting_report.h"
 #include "tools/cli.h"
@@ -175,39 +176,6 @@ std::string Svg(const std::vector<double>& alphas, const std::vector<Curve>& cur
   return s;
 }
 
-// Writes `text` to `path` through a temporary file in the same directory and a rename,
-// so a reader never sees a partial file.
-absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  std::string temp = path + ".tmp.XXXXXX";
-  std::vector<char> name(temp.begin(), temp.end());
-  name.push_back('\0');
-  const int fd = mkstemp(name.data());
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--output cannot be written: ", path, ": ", std::strerror(errno)));
-  }
-  // mkstemp creates the file 0600; give it the usual 0666 & ~umask.
-  const mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n <= 0) {
-      close(fd);
-      unlink(name.data());
-      return absl::InternalError(absl::StrCat("writing ", path, " failed"));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0 || std::rename(name.data(), path.c_str()) != 0) {
-    unlink(name.data());
-    return absl::InvalidArgumentError(
-        absl::StrCat("--output cannot be written: ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 // The PLD accountant's smallest delta (as accounting::ReportOptions::min_pld_delta).
 constexpr double kMinPldDelta = 1e-100;
 
@@ -320,7 +288,14 @@ absl::Status RunTradeoff(const CommandContext& context) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return absl::OkStatus();
   }
-  return WriteAtomically(output, text);
+  // base/files.h: atomic for regular files and through symlinks; a special file (e.g.
+  // /dev/stdout) is written into, never replaced; write errors (/dev/full) are reported.
+  absl::Status written = base::WriteFileAtomically(output, text);
+  if (!written.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output cannot be written: ", written.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // Regression tests of issue 21 (crashes, exit codes, messages) and issue 15 (a report's
 // headline is the certified bound, first; printed bounds rounded outward) through the
 // built `dpkit` binary. Each test failed on the code before the fix it names.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -159,6 +162,30 @@ TEST(DpkitReliabilityTest, TrainHelpRunsTheTrainingBinary) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(CountLines(missing.err), 1) << missing.err;
   EXPECT_NE(missing.err.find("/nonexistent/dpkit_train"), std::string::npos) << missing.err;
+}
+
+// Issue 21: `tradeoff --output=/dev/full` exited 0 and replaced /dev/full with a regular
+// file; a symlink given as --output was replaced too. Now the device is written into (its
+// error is a one-line usage error, exit 2) and a link keeps pointing at its file.
+TEST(DpkitReliabilityTest, TradeoffOutputRespectsSpecialFilesAndSymlinks) {
+  const std::string args = "tradeoff --sampling_rate=0.01 --noise_multiplier=1 --steps=100 ";
+  ExpectUsageError(args + "--output=/dev/full", "No space left on device");
+  struct stat info;
+  ASSERT_EQ(::stat("/dev/full", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode));
+  const std::string target = TempDir() + "/curves.csv";
+  const std::string link = TempDir() + "/curves_link.csv";
+  std::ofstream(target) << "old\n";
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  const CliRun run = Dpkit(args + "--output=" + link);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_EQ(::lstat(link.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISLNK(info.st_mode));
+  std::ifstream in(target);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "curve,alpha,beta");
 }
 
 }  // namespace
