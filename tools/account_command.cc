@@ -25,49 +25,15 @@ absl::Status RunAccount(const CommandContext& context) {
         "expected exactly one event FILE argument (or - for standard input), got ",
         context.args.size()));
   }
-  absl::StatusOr<bool> as_json = JsonFormatFromFlags();
-  if (!as_json.ok()) return as_json.status();
-  const std::string accountant = absl::GetFlag(FLAGS_accountant);
-  RETURN_IF_ERROR(ReportOptionsFromFlags(accountant));
-  const bool want_delta = FlagGiven("epsilon");
-  if (want_delta && FlagGiven("delta")) {
-    return absl::InvalidArgumentError(
-        "give either --delta (report epsilon) or --epsilon (report delta), not both");
-  }
-  const double delta = absl::GetFlag(FLAGS_delta);
-  const double epsilon = absl::GetFlag(FLAGS_epsilon);
-  if (want_delta) {
-    RETURN_IF_ERROR(CheckFiniteNonNegative("epsilon", epsilon));
-  } else {
-    RETURN_IF_ERROR(CheckDelta("delta", delta));
-  }
-
+  ASSIGN_OR_RETURN(const EventQuery query, EventQueryFromFlags());
   const std::string& path = context.args[0];
   ASSIGN_OR_RETURN(const std::string text, ReadInputText(path, "event"));
   auto event = accounting::EventFromAnyJsonString(text);
   if (!event.ok()) {
     return base::WithContext(base::ToStatus(event), path == "-" ? "standard input" : path);
   }
-  ASSIGN_OR_RETURN(
-      const accounting::PrivacyReport report,
-      AccountingReport(*event,
-                       want_delta ? accounting::ReportQuantity::kDelta
-                                  : accounting::ReportQuantity::kEpsilon,
-                       want_delta ? epsilon : delta, accountant));
-
-  nlohmann::json out = accounting::ReportToJson(report);
-  out["input"] = {{"file", path}, {"event", event->ToJson()}};
-  if (want_delta) {
-    out["input"]["epsilon"] = epsilon;
-  } else {
-    out["input"]["delta"] = delta;
-  }
-  const std::string summary = absl::StrCat(
-      "event ", Abbreviate(event->ToJsonString()), "\n",
-      want_delta ? "epsilon = " + FormatNumber(epsilon) : "delta = " + FormatNumber(delta),
-      "\n", accounting::ReportToText(report));
-  PrintReport(out, summary, *as_json);
-  return absl::OkStatus();
+  return PrintEventReport(query, *event, {{"file", path}},
+                          absl::StrCat("event ", Abbreviate(event->ToJsonString()), "\n"));
 }
 
 }  // namespace

@@ -217,4 +217,49 @@ void PrintReport(const json& json_value, const std::string& text, bool as_json) 
   }
 }
 
+absl::StatusOr<EventQuery> EventQueryFromFlags() {
+  EventQuery query;
+  ASSIGN_OR_RETURN(query.as_json, JsonFormatFromFlags());
+  query.accountant = absl::GetFlag(FLAGS_accountant);
+  RETURN_IF_ERROR(ReportOptionsFromFlags(query.accountant));
+  query.want_delta = FlagGiven("epsilon");
+  if (query.want_delta && FlagGiven("delta")) {
+    return absl::InvalidArgumentError(
+        "give either --delta (report epsilon) or --epsilon (report delta), not both");
+  }
+  query.delta = absl::GetFlag(FLAGS_delta);
+  query.epsilon = absl::GetFlag(FLAGS_epsilon);
+  if (query.want_delta) {
+    RETURN_IF_ERROR(CheckFiniteNonNegative("epsilon", query.epsilon));
+  } else {
+    RETURN_IF_ERROR(CheckDelta("delta", query.delta));
+  }
+  return query;
+}
+
+absl::Status PrintEventReport(const EventQuery& query, const accounting::Event& event,
+                              nlohmann::json input, const std::string& heading) {
+  ASSIGN_OR_RETURN(
+      const accounting::PrivacyReport report,
+      AccountingReport(event,
+                       query.want_delta ? accounting::ReportQuantity::kDelta
+                                        : accounting::ReportQuantity::kEpsilon,
+                       query.want_delta ? query.epsilon : query.delta, query.accountant));
+  nlohmann::json out = accounting::ReportToJson(report);
+  input["event"] = event.ToJson();
+  if (query.want_delta) {
+    input["epsilon"] = query.epsilon;
+  } else {
+    input["delta"] = query.delta;
+  }
+  out["input"] = std::move(input);
+  const std::string text = absl::StrCat(
+      heading,
+      query.want_delta ? "epsilon = " + FormatNumber(query.epsilon)
+                       : "delta = " + FormatNumber(query.delta),
+      "\n", accounting::ReportToText(report));
+  PrintReport(out, text, query.as_json);
+  return absl::OkStatus();
+}
+
 }  // namespace dpkit::tools

@@ -50,6 +50,22 @@ absl::StatusOr<accounting::PrivacyReport> AccountingReport(const accounting::Eve
                                                            double fixed,
                                                            const std::string& accountant_flag);
 
+// What `dpkit ledger` and `dpkit account` ask of an event read from a file: epsilon at
+// --delta, or delta at --epsilon (not both), by --accountant, printed as --format says.
+struct EventQuery {
+  bool as_json = false;
+  std::string accountant;
+  bool want_delta = false;  // --epsilon given: report delta
+  double delta = 0;
+  double epsilon = 0;
+};
+absl::StatusOr<EventQuery> EventQueryFromFlags();
+
+// Computes and prints the report of `event` for `query`. `input` (the caller's fields, e.g.
+// the file) gains "event" and the fixed "delta" or "epsilon"; `heading` starts the text.
+absl::Status PrintEventReport(const EventQuery& query, const accounting::Event& event,
+                              nlohmann::json input, const std::string& heading);
+
 // A JSON number, or null for a non-finite value (callers add "infinite": true).
 // Never NaN: NaN is an internal error and reported as such by the callers.
 nlohmann::json JsonNumber(double value);

@@ -95,6 +95,176 @@ std::string Kind(accounting::Accountant accountant) {
                                                     : "certified upper bound";
 }
 
+// The target and the accountant shared by the three unknowns, from the flags (checked in
+// this order, so the first bad flag is the one named).
+struct CalibrationTarget {
+  double target = 0;  // --target_epsilon
+  double delta = 0;
+  std::string name;   // --accountant
+  accounting::Accountant accountant = accounting::Accountant::kPld;
+  std::string conversion;  // --rdp_conversion
+  accounting::CalibrationOptions options;
+};
+
+absl::StatusOr<CalibrationTarget> CalibrationTargetFromFlags() {
+  CalibrationTarget t;
+  if (!FlagGiven("target_epsilon")) {
+    return absl::InvalidArgumentError("--target_epsilon (finite, > 0) is required");
+  }
+  t.target = absl::GetFlag(FLAGS_target_epsilon);
+  if (absl::Status s = CheckFinitePositive("target_epsilon", t.target); !s.ok()) return s;
+  t.delta = absl::GetFlag(FLAGS_delta);
+  if (absl::Status s = CheckDelta("delta", t.delta); !s.ok()) return s;
+  WarnIfDeltaNotBelowInverseDatasetSize(t.delta);
+  t.name = absl::GetFlag(FLAGS_accountant);
+  if (absl::Status s = CheckOneOf("accountant", t.name, CalibrateAccountantFlag().choices); !s.ok()) {
+    return s;
+  }
+  t.accountant = t.name == "pld"   ? accounting::Accountant::kPld
+                 : t.name == "rdp" ? accounting::Accountant::kRdp
+                                   : accounting::Accountant::kGdp;
+  t.conversion = absl::GetFlag(FLAGS_rdp_conversion);
+  if (absl::Status s = CheckOneOf("rdp_conversion", t.conversion, RdpConversionFlag().choices);
+      !s.ok()) {
+    return s;
+  }
+  t.options.pld.epsilon_tolerance = absl::GetFlag(FLAGS_epsilon_tolerance);
+  if (!(t.options.pld.epsilon_tolerance >= 1e-7 && t.options.pld.epsilon_tolerance <= 0.1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epsilon_tolerance must be in [1e-7, 0.1], got ",
+                     FormatNumber(t.options.pld.epsilon_tolerance)));
+  }
+  using Conversion = accounting::CalibrationOptions::RdpConversion;
+  t.options.rdp_conversion = t.conversion == "optimal"    ? Conversion::kOptimal
+                           : t.conversion == "improved" ? Conversion::kImproved
+                                                      : Conversion::kClassic;
+  return t;
+}
+
+// --solve_for=sampling_rate: the largest q for --noise_multiplier and --steps | --epochs.
+absl::Status SolveSamplingRate(const CalibrationTarget& t, const std::string& solve_for,
+                               nlohmann::json* out, std::string* text) {
+  const double target = t.target, delta = t.delta;
+  const std::string& name = t.name;
+  const accounting::Accountant accountant = t.accountant;
+  const accounting::CalibrationOptions& options = t.options;
+  for (const char* flag : {"sampling_rate", "dataset_size", "batch_size"}) {
+    if (absl::Status s = Forbid(flag, solve_for); !s.ok()) return s;
+  }
+  absl::StatusOr<double> sigma = NoiseFromFlags();
+  if (!sigma.ok()) return sigma.status();
+  if (FlagGiven("steps") == FlagGiven("epochs")) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --steps (>= 1) or --epochs (> 0)");
+  }
+  accounting::Result<accounting::SamplingRateCalibration> result =
+      accounting::Error{"unreached"};
+  if (FlagGiven("steps")) {
+    const int64_t steps = absl::GetFlag(FLAGS_steps);
+    if (absl::Status s = CheckPositiveInt("steps", steps); !s.ok()) return s;
+    result = accounting::LargestSamplingRate(target, delta, *sigma, steps, accountant,
+                                             options);
+  } else {
+    const double epochs = absl::GetFlag(FLAGS_epochs);
+    if (absl::Status s = CheckFinitePositive("epochs", epochs); !s.ok()) return s;
+    result = accounting::LargestSamplingRateForEpochs(target, delta, *sigma, epochs,
+                                                      accountant, options);
+  }
+  RETURN_IF_ERROR(result);
+  *out = {{"noise_multiplier", *sigma},          {"epsilon", result->epsilon},
+         {"accountant", name},                  {"solve_for", solve_for},
+         {"sampling_rate", result->sampling_rate}, {"steps", result->steps},
+         {"delta", delta}};
+  if (FlagGiven("epochs")) (*out)["epochs"] = absl::GetFlag(FLAGS_epochs);
+  *text = absl::StrCat("sampling_rate = ", FormatNumber(result->sampling_rate),
+                      result->sampling_rate == 1.0 ? " (the largest possible)" : "",
+                      "  (", result->steps, " steps, noise_multiplier ",
+                      FormatNumber(*sigma), "; epsilon = ", FormatNumber(result->epsilon),
+                      " at delta = ", FormatNumber(delta), " by ", name, ", ",
+                      Kind(accountant), ")\n");
+  return absl::OkStatus();
+}
+
+// --solve_for=steps (the largest T for --noise_multiplier) or noise_multiplier (the
+// smallest sigma for --steps | --epochs), at the sampling rate of the flags.
+absl::Status SolveStepsOrNoise(const CalibrationTarget& t, const std::string& solve_for,
+                               nlohmann::json* out, std::string* text) {
+  const double target = t.target, delta = t.delta;
+  const std::string& name = t.name;
+  const accounting::Accountant accountant = t.accountant;
+  const accounting::CalibrationOptions& options = t.options;
+  absl::StatusOr<SamplingRate> rate = SamplingRateFromFlags();
+  if (!rate.ok()) return rate.status();
+  const double q = rate->q;
+  // epochs per step: b / n when the sizes are given, else q.
+  const double epochs_per_step =
+      rate->dataset_size > 0 ? rate->batch_size / rate->dataset_size : q;
+  if (solve_for == "steps") {
+    for (const char* flag : {"steps", "epochs"}) {
+      if (absl::Status s = Forbid(flag, solve_for); !s.ok()) return s;
+    }
+    absl::StatusOr<double> sigma = NoiseFromFlags();
+    if (!sigma.ok()) return sigma.status();
+    auto result = accounting::LargestSteps(target, delta, q, *sigma, kMaxCalibratedSteps,
+                                           accountant, options);
+    RETURN_IF_ERROR(result);
+    if (result->steps == 0) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "even one step (sampling_rate ", FormatNumber(q), ", noise_multiplier ",
+          FormatNumber(*sigma), ") exceeds target_epsilon ", FormatNumber(target),
+          " at delta ", FormatNumber(delta), " by ", name));
+    }
+    const bool at_limit = result->steps == kMaxCalibratedSteps;
+    *out = {{"noise_multiplier", *sigma},
+           {"epsilon", result->epsilon},
+           {"accountant", name},
+           {"solve_for", solve_for},
+           {"steps", result->steps},
+           {"epochs", static_cast<double>(result->steps) * epochs_per_step},
+           {"sampling_rate", q},
+           {"delta", delta}};
+    if (at_limit) (*out)["at_search_limit"] = true;
+    *text = absl::StrCat(
+        "steps = ", result->steps, at_limit ? " (the search limit; more may fit)" : "",
+        "  (epochs = ", FormatNumber(static_cast<double>(result->steps) * epochs_per_step),
+        "; epsilon = ", FormatNumber(result->epsilon), " at delta = ",
+        FormatNumber(delta), " by ", name, ", ", Kind(accountant), ")\n");
+  } else {
+    if (absl::Status s = Forbid("noise_multiplier", solve_for); !s.ok()) return s;
+    int64_t steps = 0;
+    if (FlagGiven("steps") == FlagGiven("epochs")) {
+      return absl::InvalidArgumentError(
+          "give exactly one of --steps (>= 1) or --epochs (> 0)");
+    }
+    if (FlagGiven("steps")) {
+      steps = absl::GetFlag(FLAGS_steps);
+      if (absl::Status s = CheckPositiveInt("steps", steps); !s.ok()) return s;
+    } else {
+      absl::StatusOr<int64_t> s =
+          rate->dataset_size > 0
+              ? StepsForEpochs(absl::GetFlag(FLAGS_epochs), rate->dataset_size,
+                               rate->batch_size)
+              : StepsForEpochs(absl::GetFlag(FLAGS_epochs), 1.0, q);
+      if (!s.ok()) return s.status();
+      steps = *s;
+    }
+    auto result =
+        accounting::CalibrateNoiseMultiplier(target, delta, q, steps, accountant, options);
+    RETURN_IF_ERROR(result);
+    *out = {{"noise_multiplier", result->noise_multiplier},
+           {"epsilon", result->epsilon},
+           {"accountant", name},
+           {"solve_for", solve_for},
+           {"sampling_rate", q},
+           {"steps", steps},
+           {"delta", delta}};
+    *text = absl::StrCat("noise_multiplier = ", FormatNumber(result->noise_multiplier),
+                        "  (epsilon = ", FormatNumber(result->epsilon), " at delta = ",
+                        FormatNumber(delta), " by ", name, ", ", Kind(accountant), ")\n");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCalibrate(const CommandContext& context) {
   if (!context.args.empty()) {
     return absl::InvalidArgumentError(
@@ -104,149 +274,14 @@ absl::Status RunCalibrate(const CommandContext& context) {
   if (!as_json.ok()) return as_json.status();
   const std::string solve_for = absl::GetFlag(FLAGS_solve_for);
   if (absl::Status s = CheckOneOf("solve_for", solve_for, SolveForFlag().choices); !s.ok()) return s;
-  if (!FlagGiven("target_epsilon")) {
-    return absl::InvalidArgumentError("--target_epsilon (finite, > 0) is required");
-  }
-  const double target = absl::GetFlag(FLAGS_target_epsilon);
-  if (absl::Status s = CheckFinitePositive("target_epsilon", target); !s.ok()) return s;
-  const double delta = absl::GetFlag(FLAGS_delta);
-  if (absl::Status s = CheckDelta("delta", delta); !s.ok()) return s;
-  WarnIfDeltaNotBelowInverseDatasetSize(delta);
-  const std::string name = absl::GetFlag(FLAGS_accountant);
-  if (absl::Status s = CheckOneOf("accountant", name, CalibrateAccountantFlag().choices); !s.ok()) {
-    return s;
-  }
-  const accounting::Accountant accountant =
-      name == "pld" ? accounting::Accountant::kPld
-                    : (name == "rdp" ? accounting::Accountant::kRdp : accounting::Accountant::kGdp);
-  const bool approximate = accountant == accounting::Accountant::kGdp;
-  const std::string conversion = absl::GetFlag(FLAGS_rdp_conversion);
-  if (absl::Status s = CheckOneOf("rdp_conversion", conversion, RdpConversionFlag().choices);
-      !s.ok()) {
-    return s;
-  }
-  accounting::CalibrationOptions options;
-  options.pld.epsilon_tolerance = absl::GetFlag(FLAGS_epsilon_tolerance);
-  if (!(options.pld.epsilon_tolerance >= 1e-7 && options.pld.epsilon_tolerance <= 0.1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epsilon_tolerance must be in [1e-7, 0.1], got ",
-                     FormatNumber(options.pld.epsilon_tolerance)));
-  }
-  using Conversion = accounting::CalibrationOptions::RdpConversion;
-  options.rdp_conversion = conversion == "optimal"    ? Conversion::kOptimal
-                           : conversion == "improved" ? Conversion::kImproved
-                                                      : Conversion::kClassic;
-
+  ASSIGN_OR_RETURN(const CalibrationTarget target, CalibrationTargetFromFlags());
   nlohmann::json out;
   std::string text;
-  if (solve_for == "sampling_rate") {
-    for (const char* flag : {"sampling_rate", "dataset_size", "batch_size"}) {
-      if (absl::Status s = Forbid(flag, solve_for); !s.ok()) return s;
-    }
-    absl::StatusOr<double> sigma = NoiseFromFlags();
-    if (!sigma.ok()) return sigma.status();
-    if (FlagGiven("steps") == FlagGiven("epochs")) {
-      return absl::InvalidArgumentError(
-          "give exactly one of --steps (>= 1) or --epochs (> 0)");
-    }
-    accounting::Result<accounting::SamplingRateCalibration> result =
-        accounting::Error{"unreached"};
-    if (FlagGiven("steps")) {
-      const int64_t steps = absl::GetFlag(FLAGS_steps);
-      if (absl::Status s = CheckPositiveInt("steps", steps); !s.ok()) return s;
-      result = accounting::LargestSamplingRate(target, delta, *sigma, steps, accountant,
-                                               options);
-    } else {
-      const double epochs = absl::GetFlag(FLAGS_epochs);
-      if (absl::Status s = CheckFinitePositive("epochs", epochs); !s.ok()) return s;
-      result = accounting::LargestSamplingRateForEpochs(target, delta, *sigma, epochs,
-                                                        accountant, options);
-    }
-    RETURN_IF_ERROR(result);
-    out = {{"noise_multiplier", *sigma},          {"epsilon", result->epsilon},
-           {"accountant", name},                  {"solve_for", solve_for},
-           {"sampling_rate", result->sampling_rate}, {"steps", result->steps},
-           {"delta", delta}};
-    if (FlagGiven("epochs")) out["epochs"] = absl::GetFlag(FLAGS_epochs);
-    text = absl::StrCat("sampling_rate = ", FormatNumber(result->sampling_rate),
-                        result->sampling_rate == 1.0 ? " (the largest possible)" : "",
-                        "  (", result->steps, " steps, noise_multiplier ",
-                        FormatNumber(*sigma), "; epsilon = ", FormatNumber(result->epsilon),
-                        " at delta = ", FormatNumber(delta), " by ", name, ", ",
-                        Kind(accountant), ")\n");
-  } else {
-    absl::StatusOr<SamplingRate> rate = SamplingRateFromFlags();
-    if (!rate.ok()) return rate.status();
-    const double q = rate->q;
-    // epochs per step: b / n when the sizes are given, else q.
-    const double epochs_per_step =
-        rate->dataset_size > 0 ? rate->batch_size / rate->dataset_size : q;
-    if (solve_for == "steps") {
-      for (const char* flag : {"steps", "epochs"}) {
-        if (absl::Status s = Forbid(flag, solve_for); !s.ok()) return s;
-      }
-      absl::StatusOr<double> sigma = NoiseFromFlags();
-      if (!sigma.ok()) return sigma.status();
-      auto result = accounting::LargestSteps(target, delta, q, *sigma, kMaxCalibratedSteps,
-                                             accountant, options);
-      RETURN_IF_ERROR(result);
-      if (result->steps == 0) {
-        return absl::OutOfRangeError(absl::StrCat(
-            "even one step (sampling_rate ", FormatNumber(q), ", noise_multiplier ",
-            FormatNumber(*sigma), ") exceeds target_epsilon ", FormatNumber(target),
-            " at delta ", FormatNumber(delta), " by ", name));
-      }
-      const bool at_limit = result->steps == kMaxCalibratedSteps;
-      out = {{"noise_multiplier", *sigma},
-             {"epsilon", result->epsilon},
-             {"accountant", name},
-             {"solve_for", solve_for},
-             {"steps", result->steps},
-             {"epochs", static_cast<double>(result->steps) * epochs_per_step},
-             {"sampling_rate", q},
-             {"delta", delta}};
-      if (at_limit) out["at_search_limit"] = true;
-      text = absl::StrCat(
-          "steps = ", result->steps, at_limit ? " (the search limit; more may fit)" : "",
-          "  (epochs = ", FormatNumber(static_cast<double>(result->steps) * epochs_per_step),
-          "; epsilon = ", FormatNumber(result->epsilon), " at delta = ",
-          FormatNumber(delta), " by ", name, ", ", Kind(accountant), ")\n");
-    } else {
-      if (absl::Status s = Forbid("noise_multiplier", solve_for); !s.ok()) return s;
-      int64_t steps = 0;
-      if (FlagGiven("steps") == FlagGiven("epochs")) {
-        return absl::InvalidArgumentError(
-            "give exactly one of --steps (>= 1) or --epochs (> 0)");
-      }
-      if (FlagGiven("steps")) {
-        steps = absl::GetFlag(FLAGS_steps);
-        if (absl::Status s = CheckPositiveInt("steps", steps); !s.ok()) return s;
-      } else {
-        absl::StatusOr<int64_t> s =
-            rate->dataset_size > 0
-                ? StepsForEpochs(absl::GetFlag(FLAGS_epochs), rate->dataset_size,
-                                 rate->batch_size)
-                : StepsForEpochs(absl::GetFlag(FLAGS_epochs), 1.0, q);
-        if (!s.ok()) return s.status();
-        steps = *s;
-      }
-      auto result =
-          accounting::CalibrateNoiseMultiplier(target, delta, q, steps, accountant, options);
-      RETURN_IF_ERROR(result);
-      out = {{"noise_multiplier", result->noise_multiplier},
-             {"epsilon", result->epsilon},
-             {"accountant", name},
-             {"solve_for", solve_for},
-             {"sampling_rate", q},
-             {"steps", steps},
-             {"delta", delta}};
-      text = absl::StrCat("noise_multiplier = ", FormatNumber(result->noise_multiplier),
-                          "  (epsilon = ", FormatNumber(result->epsilon), " at delta = ",
-                          FormatNumber(delta), " by ", name, ", ", Kind(accountant), ")\n");
-    }
-  }
-  if (approximate) out["approximate"] = true;
-  if (accountant == accounting::Accountant::kRdp) out["conversion"] = conversion;
+  RETURN_IF_ERROR(solve_for == "sampling_rate"
+                      ? SolveSamplingRate(target, solve_for, &out, &text)
+                      : SolveStepsOrNoise(target, solve_for, &out, &text));
+  if (target.accountant == accounting::Accountant::kGdp) out["approximate"] = true;
+  if (target.accountant == accounting::Accountant::kRdp) out["conversion"] = target.conversion;
   PrintReport(out, text, *as_json);
   return absl::OkStatus();
 }

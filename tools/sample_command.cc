@@ -19,6 +19,7 @@
 #include "mechanisms/laplace.h"
 #include "mechanisms/random.h"
 #include "mechanisms/selection.h"
+#include "base/status.h"
 #include "tools/cli.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
@@ -77,18 +78,8 @@ absl::StatusOr<std::vector<double>> ParseScores(const std::string& text) {
   return scores;
 }
 
-absl::Status RunSample(const CommandContext& context) {
-  if (context.args.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected one mechanism (", absl::StrJoin(kMechanisms, ", "), "), got ",
-        context.args.size(), " arguments"));
-  }
-  const std::string mechanism = context.args[0];
-  if (std::find(kMechanisms.begin(), kMechanisms.end(), mechanism) == kMechanisms.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("mechanism must be one of ",
-                                                   absl::StrJoin(kMechanisms, ", "),
-                                                   "; got '", mechanism, "'"));
-  }
+// Every parameter flag of `mechanism` is given (--sensitivity is optional) and no other.
+absl::Status CheckMechanismFlags(const std::string& mechanism) {
   const std::vector<std::string> used = FlagsOf(mechanism);
   for (const std::string flag : {"stddev", "scale", "sigma", "scores", "epsilon",
                                  "sensitivity"}) {
@@ -102,6 +93,22 @@ absl::Status RunSample(const CommandContext& context) {
           absl::StrCat("--", flag, " is required for 'dpkit sample ", mechanism, "'"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunSample(const CommandContext& context) {
+  if (context.args.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected one mechanism (", absl::StrJoin(kMechanisms, ", "), "), got ",
+        context.args.size(), " arguments"));
+  }
+  const std::string mechanism = context.args[0];
+  if (std::find(kMechanisms.begin(), kMechanisms.end(), mechanism) == kMechanisms.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("mechanism must be one of ",
+                                                   absl::StrJoin(kMechanisms, ", "),
+                                                   "; got '", mechanism, "'"));
+  }
+  RETURN_IF_ERROR(CheckMechanismFlags(mechanism));
   const int64_t count = absl::GetFlag(FLAGS_count);
   if (count < 1 || count > 1000000000) {
     return absl::InvalidArgumentError(
