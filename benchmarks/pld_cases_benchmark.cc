@@ -56,12 +56,26 @@ ReportOptions PldReportOptions() {
   return options;
 }
 
+// The certified interval as counters (benchmarks/pld_peer_table.py prints them beside the
+// peers' figures): eps_upper, eps_lower and the gap in percent of the upper bound.
+void SetBoundCounters(double upper, double lower, benchmark::State* state) {
+  state->counters["eps_upper"] = upper;
+  state->counters["eps_lower"] = lower;
+  state->counters["gap_pct"] = upper > 0 ? 100 * (upper - lower) / upper : 0;
+}
+
 void BM_PldCase(benchmark::State& state) {
   const Event event = CaseEvent(state.range(0));
+  double upper = 0, lower = 0;
   for (auto _ : state) {
     auto bounds = PldEpsilon(event, kCases[state.range(0)].delta);
     benchmark::DoNotOptimize(bounds);
+    if (bounds.ok()) {
+      upper = bounds->epsilon_upper;
+      lower = bounds->epsilon_lower;
+    }
   }
+  SetBoundCounters(upper, lower, &state);
 }
 BENCHMARK(BM_PldCase)->DenseRange(0, kNumCases - 1)->Unit(benchmark::kMillisecond);
 
