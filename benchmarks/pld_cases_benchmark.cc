@@ -28,8 +28,8 @@ struct Case {
 
 constexpr double kTableQ = 256.0 / 60000;
 
-// 0-5: issue 16's table; 6-8: Table 1 rows 1-3 (15, 60, 45 epochs; row 2 is case 0 too,
-// kept under its own index so that the Table 1 rows are complete).
+// 0-5: issue 16's table; 6-10: Table 1 rows 1-5 (15, 60, 45, 62, 68 epochs; row 2 is case 0
+// too, kept under its own index so that the Table 1 rows are complete; row 6 is case 1).
 constexpr Case kCases[] = {
     {kTableQ, 1.1, 14063, 1e-5},    // 0: Table 1 row 2
     {kTableQ, 0.5, 23438, 1e-5},    // 1: Table 1 row 6
@@ -40,6 +40,8 @@ constexpr Case kCases[] = {
     {kTableQ, 1.3, 3516, 1e-5},     // 6: Table 1 row 1
     {kTableQ, 1.1, 14063, 1e-5},    // 7: Table 1 row 2
     {kTableQ, 0.7, 10547, 1e-5},    // 8: Table 1 row 3
+    {kTableQ, 0.6, 14532, 1e-5},    // 9: Table 1 row 4 (62 epochs)
+    {kTableQ, 0.55, 15938, 1e-5},   // 10: Table 1 row 5 (68 epochs)
 };
 constexpr int kNumCases = sizeof(kCases) / sizeof(kCases[0]);
 

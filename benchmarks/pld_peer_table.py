@@ -36,6 +36,8 @@ PEERS = {
     5: ("q 0.1, σ 0.6, T 1000", "17.1 s", "1.42 s", "4.7 s", "0.065 s"),
     6: ("Table 1 row 1: σ 1.3, T 3516", None, None, None, None),
     8: ("Table 1 row 3: σ 0.7, T 10547", None, None, None, None),
+    9: ("Table 1 row 4: σ 0.6, T 14532", None, None, None, None),
+    10: ("Table 1 row 5: σ 0.55, T 15938", None, None, None, None),
 }
 # dp_accounting's time at its 1e-5 grid in seconds, for the speed-up column.
 DPA_1E5 = {0: 3.24, 1: 16.0, 2: 0.85, 3: 3.32, 4: 0.13, 5: 17.1}
