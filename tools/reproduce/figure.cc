@@ -75,7 +75,7 @@ std::vector<double> Ticks(const Axis& axis) {
   }
   // Integer multiples of the step (no accumulated rounding in the labels).
   for (double k = std::ceil(axis.lo / step - 1e-9); k * step <= axis.hi + 1e-9 * step; ++k) {
-    ticks.push_back(k * step);
+    ticks.push_back(k * step + 0.0);  // + 0.0: -0 prints as "-0"
   }
   return ticks;
 }
