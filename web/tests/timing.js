@@ -1,4 +1,4 @@
-// WebAssembly counterpart of //web:calculator_timing: answers each request given on the
+// WebAssembly counterpart of //benchmarks:web_timing: answers each request given on the
 // command line with the calculator module in Node and prints one JSON line per request
 // with the process CPU seconds it took and the reply (benchmarks/gate.py, kind "web_ratio").
 //   usage: node web/tests/timing.js [--repetitions=N] REQUEST_JSON...

@@ -3,7 +3,7 @@
 // module runs, and prints one JSON line per request with the process CPU seconds it took
 // and the reply. web/tests/timing.js does the same in Node's WebAssembly, so that
 // benchmarks/gate.py (kind "web_ratio") can compare the two in one run.
-//   usage: calculator_timing [--repetitions=N] REQUEST_JSON...
+//   usage: web_timing [--repetitions=N] REQUEST_JSON...
 // With repetitions N > 1 each request runs N times and the smallest CPU time is printed.
 #include <time.h>
 
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     first = 2;
   }
   if (first >= argc) {
-    std::fprintf(stderr, "usage: calculator_timing [--repetitions=N] REQUEST_JSON...\n");
+    std::fprintf(stderr, "usage: web_timing [--repetitions=N] REQUEST_JSON...\n");
     return 2;
   }
   for (int i = first; i < argc; ++i) {
