@@ -58,14 +58,9 @@ namespace dpkit::accounting::pld_internal {
 
 namespace {
 
-// The quadrature's arithmetic: long double, except under Emscripten, whose long double
-// arithmetic is software binary128 while its functions compute in double anyway (see
-// kLdUnit, whose double-sized unit then also covers double arithmetic).
-#if defined(__EMSCRIPTEN__)
-using QuadFloat = double;
-#else
+// The quadrature's arithmetic: ld (long double natively, double under Emscripten, where
+// long double arithmetic is software binary128; accounting/internal/pld_real.h).
 using QuadFloat = ld;
-#endif
 
 }  // namespace
 

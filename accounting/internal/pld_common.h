@@ -38,7 +38,9 @@ constexpr int64_t kMaxGridPoints = int64_t{1} << 21;
 constexpr int64_t kMaxWindowPoints = int64_t{1} << 22;
 // Largest |privacy loss| a component's grid covers: e^{kMaxLoss} must stay far below
 // LDBL_MAX ~ e^{11356}. Losses beyond it are certified as described in
-// BuildContinuousPmfs; an epsilon above it is reported as +inf.
+// BuildContinuousPmfs; an epsilon above it is reported as +inf. (Under Emscripten ld is
+// double, whose exp overflows from e^709.78 on, as musl's long double exp did before:
+// the steps test isfinite where that can happen, and the calculator limits epsilon to 600.)
 constexpr ld kMaxLoss = 10000;
 
 // The error for a grid that would exceed those limits: code ErrorCode::kGridLimit with the
