@@ -29,7 +29,7 @@
 namespace dpkit::accounting::pld_internal {
 
 constexpr double kUnit = DBL_EPSILON / 2;
-// Error allowance for a CDF value computed in long double (erfc, exp, threshold).
+// Error allowance for a CDF value computed in ld (erfc, exp, threshold).
 constexpr ld kCdfUlps = 256;
 // Largest number of grid points of one component (about 270 bytes each while it is
 // built) and of the FFT window (about 150 bytes each): a few hundred MB at most, and
