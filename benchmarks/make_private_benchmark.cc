@@ -7,8 +7,11 @@
 //   BM_HandWrittenDpStep / BM_MakePrivateDpStep   one model per benchmark;
 //   BM_MakePrivateVsHandWritten  both models, one step of each per iteration, alternating
 //     which goes first, timed separately: counters hand_ms, make_private_ms and their ratio
-//     (same-run, so the machine's load changes both alike).
+//     (same-run, so the machine's load changes both alike), and the same for the process's
+//     CPU time (cpu_ratio: robust when other jobs share the cores).
 // Arguments: {batch, LibTorch threads}.
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -108,13 +111,20 @@ void BM_MakePrivateVsHandWritten(benchmark::State& state) {
   torch::Tensor x = torch::rand({state.range(0), 1, 28, 28});
   torch::Tensor y = torch::randint(0, 10, {state.range(0)}, torch::kLong);
   using Clock = std::chrono::steady_clock;
-  double hand_s = 0, made_s = 0;
+  auto cpu_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  double hand_s = 0, made_s = 0, hand_cpu = 0, made_cpu = 0;
   int64_t i = 0;
   for (auto _ : state) {
     for (int k = 0; k < 2; ++k) {
       bool hand_turn = (i + k) % 2 == 0;  // alternate which model goes first
       Clock::time_point start = Clock::now();
+      double cpu_start = cpu_seconds();
       if (!DpStep(hand_turn ? hand : made, x, y)) return state.SkipWithError("DP step failed");
+      (hand_turn ? hand_cpu : made_cpu) += cpu_seconds() - cpu_start;
       (hand_turn ? hand_s : made_s) += std::chrono::duration<double>(Clock::now() - start).count();
     }
     ++i;
@@ -122,6 +132,7 @@ void BM_MakePrivateVsHandWritten(benchmark::State& state) {
   state.counters["hand_ms"] = 1e3 * hand_s / static_cast<double>(i);
   state.counters["make_private_ms"] = 1e3 * made_s / static_cast<double>(i);
   state.counters["ratio"] = made_s / hand_s;
+  state.counters["cpu_ratio"] = made_cpu / hand_cpu;
 }
 
 }  // namespace
