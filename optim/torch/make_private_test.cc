@@ -12,6 +12,7 @@
 #include "accounting/calibrate.h"
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "optim/torch/dp_optimizer.h"
 #include "optim/torch/per_example_layers.h"
 #include "optim/torch/per_example_testing.h"
