@@ -433,6 +433,9 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
 }
 
 constexpr double kMinDelta = 1e-200;
+// Largest epsilon at which PldDelta composes; above it the bound at this epsilon is
+// returned (see PldDelta). At a spacing of 1 its window fits kMaxGridPoints.
+constexpr double kMaxDeltaEpsilon = 1e6;
 
 }  // namespace
 
@@ -476,9 +479,17 @@ Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOption
   if (!(std::isfinite(epsilon) && epsilon >= 0)) {
     return Error{"epsilon must be finite and >= 0, got " + FormatDouble(epsilon)};
   }
-  const Query query{Query::Kind::kDeltaAtEpsilon, epsilon};
+  // Above kMaxDeltaEpsilon the loss window (epsilon / spacing points, at a spacing of at
+  // most 1) no longer fits the grid limit, and at epsilon = 1e300 its size overflowed. delta
+  // is nonincreasing in epsilon (delta(eps) = sup_S P[M(D) in S] - e^eps P[M(D') in S],
+  // each term nonincreasing in eps; Dong, Roth, Su 2019, Prop. 2.12), so the certified
+  // upper bound at kMaxDeltaEpsilon bounds delta(eps) for every larger eps; no lower bound
+  // is certified there (0). Issue 21: eps = 1e300 answered in about a second.
+  const bool capped = epsilon > kMaxDeltaEpsilon;
+  const Query query{Query::Kind::kDeltaAtEpsilon, capped ? kMaxDeltaEpsilon : epsilon};
   auto raw = CertifiedBounds(event, query, options, 1e-30L);
   if (!raw.ok()) return raw.error_value();
+  if (capped) raw->lower = 0;
   DeltaBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   if (raw->upper > 0) out.delta_upper = std::min(1.0, std::nextafter(out.delta_upper, 2.0));
   out.delta_lower = std::min(out.delta_upper, std::max(0.0, std::nextafter(out.delta_lower, 0.0)));

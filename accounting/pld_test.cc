@@ -168,6 +168,22 @@ TEST(PldTest, CoarseGridsStillBracketTheExactValue) {
   }
 }
 
+// Issue 21: delta at a huge epsilon (1e300) failed with a grid of 2^63 points (its size
+// overflowed) or took minutes. Above 1e6 the bound at 1e6 holds (delta is nonincreasing
+// in epsilon) and is returned in about a second, with no lower bound.
+TEST(PldTest, DeltaAtHugeEpsilonIsTheBoundAtTheCap) {
+  const Event event = *DpSgdEvent(0.01, 1.0, 1000);
+  auto at_cap = PldDelta(event, 1e6);
+  ASSERT_TRUE(at_cap.ok()) << at_cap.error();
+  for (double epsilon : {1e7, 1e300}) {
+    auto bounds = PldDelta(event, epsilon);
+    ASSERT_TRUE(bounds.ok()) << epsilon << ": " << bounds.error();
+    EXPECT_EQ(bounds->delta_upper, at_cap->delta_upper) << epsilon;
+    EXPECT_EQ(bounds->delta_lower, 0) << epsilon;
+    EXPECT_LT(bounds->delta_upper, 1e-30) << epsilon;
+  }
+}
+
 // Google dp_accounting's published examples (privacy_loss_distribution tests and
 // documentation), printed to the digits shown; the bounds must bracket them up to that
 // rounding.
