@@ -8,7 +8,7 @@ Per point:
     never a crash, and never more than --cpu_limit seconds of CPU (wall time is not used:
     CI shares its cores; a point is killed after 10x the limit of wall time);
   - the JSON holds no NaN or Infinity as a number (an infinite bound is null + a label);
-  - the headline is a certified bound no larger than any accountant's certified upper bound,
+  - the headline is the smallest certified upper bound (RDP, PLD, and GDP where it is exact),
     and every certified lower bound (PLD's) is at most every certified upper bound;
   - at q = 1 the composition is exactly the Gaussian mechanism with mu = sqrt(T)/sigma, whose
     epsilon(delta) is in closed form (Balle & Wang 2018, Theorem 8; Dong et al. 2019,
@@ -202,6 +202,9 @@ def check_point(result, cpu_limit):
     pld = report.get("pld", {})
     if isinstance(pld.get("epsilon_upper"), (int, float)):
         uppers["pld"] = pld["epsilon_upper"]
+    gdp = report.get("gdp", {})
+    if gdp.get("approximate") is False and isinstance(gdp.get("epsilon"), (int, float)):
+        uppers["gdp"] = gdp["epsilon"]  # exact mu-GDP (q = 1): certified
     lower = pld.get("epsilon_lower", 0.0)
     check(isinstance(lower, (int, float)) and lower >= 0, "%s: PLD lower bound %r" % (label, lower))
     eps = headline.get("epsilon")
