@@ -88,7 +88,8 @@ struct DeltaBounds {
 Result<EpsilonBounds> PldEpsilon(const Event& event, double delta,
                                  const PldOptions& options = {});
 
-// Bounds on delta(epsilon). epsilon finite, >= 0.
+// Bounds on delta(epsilon). epsilon finite, >= 0. Above epsilon = 1e6 the bounds at 1e6
+// are returned with no lower bound (0): delta is nonincreasing in epsilon, so they hold.
 Result<DeltaBounds> PldDelta(const Event& event, double epsilon,
                              const PldOptions& options = {});
 

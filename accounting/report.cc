@@ -189,12 +189,19 @@ json RdpJson(const RdpBound& r, ReportQuantity quantity) {
   return out;
 }
 
+// True when the PLD accountant certified no lower bound: 0 below a positive upper bound
+// (e.g. q = 1e-6, sigma = 0.5, T = 1e7, where every optimistic PMF loses its bulk).
+bool NoLowerBound(const PldBound& p) { return !(p.lower > 0) && p.upper > 0; }
+
 json PldJson(const PldBound& p, ReportQuantity quantity) {
   const std::string name = QuantityName(quantity);
   json out = {{name, Number(p.upper)},
               {name + "_upper", Number(p.upper)},
               {name + "_lower", Number(p.lower)},
               {"discretization_interval", p.discretization_interval}};
+  // A lower bound of 0 below a positive upper bound certifies nothing: labelled as none
+  // (issue 21, soundness 3), the number kept for readers of older reports.
+  if (NoLowerBound(p)) out["no_lower_bound"] = true;
   if (quantity == ReportQuantity::kEpsilon) {
     if (std::isinf(p.upper)) {
       out["infinite"] = true;
@@ -271,8 +278,9 @@ bool StateLine(const char* name, const AccountantSlot<T>& slot, std::string* tex
 std::string PldLine(const PldBound& p, const std::string& name) {
   if (std::isinf(p.upper)) return name + " = inf (no finite bound)";
   std::string line = name + " = " + Up(p.upper, kReportDigits) +
-                     "  (certified upper bound; exact value >= " +
-                     Down(p.lower, kReportDigits) + ")";
+                     (NoLowerBound(p) ? std::string("  (certified upper bound; no lower bound certified)")
+                                      : "  (certified upper bound; exact value >= " +
+                                            Down(p.lower, kReportDigits) + ")");
   if (p.min_error_lower) {
     line += "; min type I + type II error >= " + Down(*p.min_error_lower, kReportDigits);
   }

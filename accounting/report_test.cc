@@ -94,6 +94,27 @@ TEST(ReportTest, TextPutsTheHeadlineFirstAndApproximateGdpLast) {
   EXPECT_LE(std::strtod(text.c_str() + lower_at, nullptr), report.pld.value.lower);
 }
 
+// Issue 21, soundness 3: at q = 1e-6, sigma = 0.5, T = 1e7, delta = 1e-15 PLD certifies
+// epsilon <= 4.3046 and no lower bound; "exact value >= 0" read as a measured lower bound.
+TEST(ReportTest, AZeroLowerBoundIsLabelledAsNone) {
+  PrivacyReport report = ComputeReport(Table1Row2(), ReportQuantity::kEpsilon, 1e-5, {});
+  ASSERT_EQ(report.pld.state, SlotState::kComputed) << report.pld.message;
+  EXPECT_EQ(ReportToText(report).find("no lower bound"), std::string::npos);
+  EXPECT_FALSE(ReportToJson(report)["pld"].contains("no_lower_bound"));
+  report.pld.value.lower = 0;
+  const std::string text = ReportToText(report);
+  EXPECT_NE(text.find("pld: epsilon = "), std::string::npos) << text;
+  EXPECT_NE(text.find("(certified upper bound; no lower bound certified)"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("exact value >= 0"), std::string::npos) << text;
+  const json j = ReportToJson(report);
+  EXPECT_EQ(j["pld"]["no_lower_bound"], true);
+  EXPECT_EQ(j["pld"]["epsilon_lower"], 0.0);
+  auto back = ReportFromJson(j, ReportQuantity::kEpsilon, 1e-5);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(ReportToJson(*back), j);
+}
+
 TEST(ReportTest, LineNamesTheHeadlineAndRoundsItUp) {
   ReportOptions options;
   options.min_errors = false;

@@ -1,32 +1,38 @@
 // `dpkit serve`: serves the browser calculator (web/) on http://127.0.0.1:PORT/.
 //
-// A deliberately small static-file HTTP/1.1 server over POSIX sockets: loopback only,
-// GET and HEAD only, one thread per connection, every response closes its connection.
+// Built on cpp-httplib (Debian's libcpp-httplib-dev): a fixed pool of worker threads,
+// read, write and keep-alive timeouts, and the library's HTTP/1.1 parsing. On top of it
+// this file decides what may be served: GET and HEAD only, a Host header naming the
+// loopback address (a page on another origin cannot reach the server through DNS
+// rebinding), and only regular files that lie under the served folder once every
+// symbolic link is resolved. Files are streamed in 64 KiB pieces, so a connection holds
+// at most one piece in memory whatever the file's size. It listens on 127.0.0.1 only.
 // It exists so that a user can open the calculator without installing a web server; the
 // page itself also works from file://.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
 
-#include <cctype>
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <exception>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
+#include <system_error>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "httplib.h"
 #include "tools/cli.h"
 #include "tools/command.h"
 
@@ -47,8 +53,23 @@ const char* const kBundleCandidates[] = {
     "bazel-out/wasm-dbg/bin/web/calculator",
 };
 
-// Requests larger than this (headers) are refused; the page only sends short GETs.
-constexpr size_t kMaxRequestBytes = 16 * 1024;
+// The only address served on: the loopback interface.
+constexpr char kLoopbackHost[] = "127.0.0.1";
+// Worker threads: a fixed pool, created once at start (never one per connection).
+// Connections wait in the pool's queue; a stalled client holds a worker for at most one
+// timeout, so 200 stalled clients delay others by about 200 * 3 s / 32 = 19 s.
+constexpr size_t kWorkerThreads = 32;
+// A silent or stalled client is dropped after this long on one read or write (the
+// clients are on this machine: the server listens on the loopback interface only).
+constexpr time_t kReadTimeoutSeconds = 3;
+constexpr time_t kWriteTimeoutSeconds = 3;
+// An idle keep-alive connection is closed after this long, or after this many requests.
+constexpr time_t kKeepAliveSeconds = 2;
+constexpr size_t kKeepAliveRequests = 20;
+// The page only sends bodiless GETs; any request body above this is refused.
+constexpr size_t kMaxBodyBytes = 16 * 1024;
+// Files are streamed in pieces of this size.
+constexpr size_t kPieceBytes = 64 * 1024;
 
 bool IsFile(const std::string& path) {
   struct stat info;
@@ -71,120 +92,144 @@ std::string ContentType(const std::string& path) {
       {".png", "image/png"},                  {".txt", "text/plain; charset=utf-8"},
   };
   for (const auto& entry : kTypes) {
-    const size_t n = std::strlen(entry.extension);
-    if (path.size() >= n && path.compare(path.size() - n, n, entry.extension) == 0) {
-      return entry.type;
-    }
+    if (absl::EndsWith(path, entry.extension)) return entry.type;
   }
   return "application/octet-stream";
 }
 
-// Decodes %XX escapes of a URL path; false on a malformed escape or a NUL byte.
-bool DecodePath(const std::string& raw, std::string* decoded) {
-  decoded->clear();
-  for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] != '%') {
-      decoded->push_back(raw[i]);
-      continue;
-    }
-    if (i + 2 >= raw.size() || !std::isxdigit(static_cast<unsigned char>(raw[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
-      return false;
-    }
-    const char c = static_cast<char>(std::stoi(raw.substr(i + 1, 2), nullptr, 16));
-    if (c == '\0') return false;
-    decoded->push_back(c);
-    i += 2;
-  }
-  return true;
+// The canonical absolute path of `path` (every symbolic link resolved), or "" if it
+// does not exist.
+std::string RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return "";
+  return resolved;
 }
 
-// Maps a request target ("/index.html?x#y") to a file under `root`; empty if the path is
-// malformed or tries to leave the root ("..").
-std::string ResolvePath(const std::string& root, const std::string& target) {
-  std::string path = target.substr(0, target.find_first_of("?#"));
-  std::string decoded;
-  if (path.empty() || path[0] != '/' || !DecodePath(path, &decoded)) return "";
-  std::stringstream parts(decoded);
+// Maps a decoded request path ("/index.html") to the canonical path of a file under
+// `root` (itself canonical); "" if the path is malformed, names "..", or resolves (through
+// symbolic links) to anything outside `root`.
+std::string ResolvePath(const std::string& root, const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) return "";
+  std::stringstream parts(path);
   std::string part, relative;
   while (std::getline(parts, part, '/')) {
     if (part.empty() || part == ".") continue;
     if (part == ".." || part.find('\\') != std::string::npos) return "";
     relative += "/" + part;
   }
-  if (relative.empty()) relative = "/index.html";
   std::string full = root + relative;
   if (IsDirectory(full)) full += "/index.html";
-  return full;
-}
-
-bool SendAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t sent = send(fd, data, size, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return false;
-    data += sent;
-    size -= static_cast<size_t>(sent);
+  const std::string real = RealPath(full);
+  if (real.size() <= root.size() + 1 || real.compare(0, root.size(), root) != 0 ||
+      real[root.size()] != '/') {
+    return "";
   }
-  return true;
+  return real;
 }
 
-void SendResponse(int fd, int status, const std::string& reason, const std::string& type,
-                  const std::string& body, bool head_only) {
-  const std::string header = absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", type,
-      "\r\nContent-Length: ", body.size(),
-      "\r\nCache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"
-      "Connection: close\r\n\r\n");
-  if (SendAll(fd, header.data(), header.size()) && !head_only) {
-    SendAll(fd, body.data(), body.size());
+// True if the request's Host names this server's loopback address (127.0.0.1 or
+// localhost, with the listening port or none). HTTP/1.0 requests may omit Host.
+bool HostIsLoopback(const httplib::Request& request, int port) {
+  if (!request.has_header("Host")) return request.version == "HTTP/1.0";
+  const std::string host = request.get_header_value("Host");
+  const size_t colon = host.rfind(':');
+  const std::string name = colon == std::string::npos ? host : host.substr(0, colon);
+  if (name != "127.0.0.1" && name != "localhost") return false;
+  if (colon == std::string::npos) return true;
+  int given = 0;
+  return absl::SimpleAtoi(host.substr(colon + 1), &given) && given == port;
+}
+
+void SetText(httplib::Response& response, int status, const std::string& text) {
+  response.status = status;
+  response.set_content(text + "\n", "text/plain; charset=utf-8");
+}
+
+// Answers GET or HEAD for one file under `root`, streaming it piece by piece.
+void ServeFile(const std::string& root, const httplib::Request& request,
+               httplib::Response& response) {
+  const std::string path = ResolvePath(root, request.path);
+  // O_NONBLOCK: opening a FIFO placed in the folder must not block a worker.
+  const int fd = path.empty() ? -1 : open(path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  struct stat info;
+  if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    if (fd >= 0) close(fd);
+    SetText(response, 404, "Not Found");
+    return;
   }
+  auto file = std::shared_ptr<int>(new int(fd), [](int* f) {
+    close(*f);
+    delete f;
+  });
+  response.status = 200;
+  response.set_content_provider(
+      static_cast<size_t>(info.st_size), ContentType(path),
+      [file](size_t offset, size_t length, httplib::DataSink& sink) {
+        char piece[kPieceBytes];
+        const ssize_t got = pread(*file, piece, std::min(length, kPieceBytes),
+                                  static_cast<off_t>(offset));
+        // A file that shrank while being sent ends the connection (false).
+        return got > 0 && sink.write(piece, static_cast<size_t>(got));
+      });
 }
 
-void SendError(int fd, int status, const std::string& reason) {
-  SendResponse(fd, status, reason, "text/plain; charset=utf-8", reason + "\n", false);
-}
-
-// Reads one request, answers it, closes the connection.
-void HandleConnection(int fd, std::string root) {
-  // A client that connects and sends nothing (browsers pre-connect) must not hold a thread.
-  struct timeval timeout = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string request;
-  char buffer[4096];
-  while (request.find("\r\n\r\n") == std::string::npos) {
-    const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      close(fd);
-      return;
-    }
-    request.append(buffer, static_cast<size_t>(got));
-    if (request.size() > kMaxRequestBytes) {
-      SendError(fd, 431, "Request Header Fields Too Large");
-      close(fd);
-      return;
-    }
-  }
-  std::istringstream line(request.substr(0, request.find("\r\n")));
-  std::string method, target, version;
-  line >> method >> target >> version;
-  if (version.rfind("HTTP/1.", 0) != 0 || target.empty()) {
-    SendError(fd, 400, "Bad Request");
-  } else if (method != "GET" && method != "HEAD") {
-    SendError(fd, 405, "Method Not Allowed");
+// Every request passes here before the library's own routing; all are handled here.
+httplib::Server::HandlerResponse Route(const std::string& root, int port,
+                                       const httplib::Request& request,
+                                       httplib::Response& response) {
+  if (!HostIsLoopback(request, port)) {
+    SetText(response, request.has_header("Host") ? 421 : 400,
+            request.has_header("Host") ? "Misdirected Request" : "Bad Request");
+  } else if (request.method != "GET" && request.method != "HEAD") {
+    response.set_header("Allow", "GET, HEAD");
+    SetText(response, 405, "Method Not Allowed");
   } else {
-    const std::string path = ResolvePath(root, target);
-    std::ifstream file(path, std::ios::binary);
-    if (path.empty() || !IsFile(path) || !file) {
-      SendError(fd, 404, "Not Found");
-    } else {
-      std::ostringstream body;
-      body << file.rdbuf();
-      SendResponse(fd, 200, "OK", ContentType(path), body.str(), method == "HEAD");
-    }
+    ServeFile(root, request, response);
   }
-  close(fd);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+absl::StatusOr<std::string> FindRoot() {
+  std::string root = absl::GetFlag(FLAGS_dir);
+  if (FlagGiven("dir")) {
+    if (!IsFile(root + "/index.html")) {
+      return absl::NotFoundError(absl::StrCat(
+          "--dir must be a directory holding index.html, got '", Abbreviate(root), "'"));
+    }
+    return RealPath(root);
+  }
+  // Under `bazel run`, relative paths are taken from the workspace, not the runfiles.
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string base = workspace != nullptr ? std::string(workspace) + "/" : "";
+  for (const char* candidate : kBundleCandidates) {
+    if (IsFile(base + candidate + "/index.html")) return RealPath(base + candidate);
+  }
+  return absl::NotFoundError(
+      "no built calculator found under bazel-out/wasm-*/bin/web/calculator; run "
+      "`bazel build --config=wasm //web:calculator` in the workspace root, or pass --dir");
+}
+
+void Configure(httplib::Server& server, const std::string& root, const int* port) {
+  server.new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
+  server.set_read_timeout(kReadTimeoutSeconds);
+  server.set_write_timeout(kWriteTimeoutSeconds);
+  server.set_keep_alive_timeout(kKeepAliveSeconds);
+  server.set_keep_alive_max_count(kKeepAliveRequests);
+  server.set_payload_max_length(kMaxBodyBytes);
+  server.set_default_headers({{"Cache-Control", "no-cache"},
+                              {"X-Content-Type-Options", "nosniff"}});
+  server.set_pre_routing_handler(
+      [root, port](const httplib::Request& request, httplib::Response& response) {
+        return Route(root, *port, request, response);
+      });
+  // The library's own error pages (400 for a malformed request, 414, 413): plain text.
+  server.set_error_handler([](const httplib::Request&, httplib::Response& response) {
+    if (response.body.empty()) SetText(response, response.status, "Error");
+  });
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
+        SetText(response, 500, "Internal Server Error");
+      });
 }
 
 absl::Status RunServe(const CommandContext& context) {
@@ -192,68 +237,36 @@ absl::Status RunServe(const CommandContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("serve takes no positional arguments, got '", Abbreviate(context.args[0]), "'"));
   }
-  const int64_t port = absl::GetFlag(FLAGS_port);
-  if (port < 0 || port > 65535) {
+  const int64_t requested = absl::GetFlag(FLAGS_port);
+  if (requested < 0 || requested > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--port must be an integer in [0, 65535], got ", port));
+        absl::StrCat("--port must be an integer in [0, 65535], got ", requested));
   }
-  std::string root = absl::GetFlag(FLAGS_dir);
-  if (FlagGiven("dir")) {
-    if (!IsFile(root + "/index.html")) {
-      return absl::NotFoundError(
-          absl::StrCat("--dir must be a directory holding index.html, got '", root, "'"));
-    }
-  } else {
-    // Under `bazel run`, relative paths are taken from the workspace, not the runfiles.
-    const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-    const std::string base = workspace != nullptr ? std::string(workspace) + "/" : "";
-    root.clear();
-    for (const char* candidate : kBundleCandidates) {
-      if (IsFile(base + candidate + "/index.html")) {
-        root = base + candidate;
-        break;
-      }
-    }
-    if (root.empty()) {
-      return absl::NotFoundError(
-          "no built calculator found under bazel-out/wasm-*/bin/web/calculator; run "
-          "`bazel build --config=wasm //web:calculator` in the workspace root, or pass --dir");
-    }
-  }
+  const absl::StatusOr<std::string> root = FindRoot();
+  if (!root.ok()) return root.status();
 
-  const int server = socket(AF_INET, SOCK_STREAM, 0);
-  if (server < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  const int yes = 1;
-  setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // Loopback only, never the network.
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      listen(server, 64) != 0) {
-    const std::string error = std::strerror(errno);
-    close(server);
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on 127.0.0.1:", port, ": ", error));
+  int port = 0;  // Read by the request handlers once bound; outlives `server`.
+  httplib::Server server;
+  Configure(server, *root, &port);
+  // Loopback only, never the network.
+  port = requested == 0 ? server.bind_to_any_port(kLoopbackHost)
+                        : (server.bind_to_port(kLoopbackHost, static_cast<int>(requested))
+                               ? static_cast<int>(requested)
+                               : -1);
+  if (port <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", kLoopbackHost, ":",
+                                               requested, ": ", std::strerror(errno)));
   }
-  socklen_t length = sizeof(address);
-  getsockname(server, reinterpret_cast<sockaddr*>(&address), &length);
-  std::cout << "Serving " << root << " at http://127.0.0.1:" << ntohs(address.sin_port)
+  std::cout << "Serving " << *root << " at http://" << kLoopbackHost << ":" << port
             << "/ (Ctrl-C stops)" << std::endl;
-
-  while (true) {
-    const int client = accept(server, nullptr, nullptr);
-    if (client < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
-        if (errno == EMFILE || errno == ENFILE) usleep(100000);
-        continue;
-      }
-      const std::string error = std::strerror(errno);
-      close(server);
-      return absl::InternalError(absl::StrCat("accept: ", error));
+  try {
+    if (!server.listen_after_bind()) {
+      return absl::InternalError(absl::StrCat("accept failed: ", std::strerror(errno)));
     }
-    std::thread(HandleConnection, client, root).detach();
+  } catch (const std::system_error& error) {  // The pool's threads could not be created.
+    return absl::ResourceExhaustedError(absl::StrCat("serve: ", error.what()));
   }
+  return absl::OkStatus();
 }
 
 DPKIT_REGISTER_COMMAND((Command{
