@@ -1,5 +1,7 @@
 #include "models/engine/distributed.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -158,6 +160,9 @@ absl::StatusOr<std::unique_ptr<DistributedGroup>> DistributedGroup::Connect(
     const DistributedSettings& settings, const torch::Device& device) {
   absl::Status valid = CheckDistributedSettings(settings);
   if (!valid.ok()) return valid;
+  // A peer that died leaves a closed socket: writing to it must fail with EPIPE (reported as
+  // that rank's failure), not kill this process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   impl->settings = settings;
   impl->device = device;
