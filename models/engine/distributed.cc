@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -105,14 +106,27 @@ struct DistributedGroup::Impl {
   DistributedSettings settings;
   torch::Device device{torch::kCPU};
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // The group's collectives, each waiting for its result. Bound to the concrete group type:
+  // LibTorch 1.13's groups derive from c10d::ProcessGroup, 2.x's from c10d::Backend.
+  std::function<void(std::vector<at::Tensor>&)> all_reduce, broadcast;
+  std::function<void(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&)> all_gather;
+  std::string backend;
   int64_t last_bytes = 0, total_bytes = 0;
 
-  // Runs `collective` and waits; on failure, the one-line error naming the failed ranks.
+  template <typename Group>
+  void Bind(c10::intrusive_ptr<Group> group) {
+    all_reduce = [group](std::vector<at::Tensor>& t) { group->allreduce(t)->wait(); };
+    broadcast = [group](std::vector<at::Tensor>& t) { group->broadcast(t)->wait(); };
+    all_gather = [group](std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in) {
+      group->allgather(out, in)->wait();
+    };
+  }
+
+  // Runs `collective` (which waits); on failure, the one-line error naming the failed ranks.
   template <typename Collective>
   absl::Status Run(const char* what, int64_t step, Collective collective) {
     try {
-      collective()->wait();
+      collective();
       return absl::OkStatus();
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
@@ -155,6 +169,7 @@ int DistributedGroup::rank() const { return impl_->settings.rank; }
 int DistributedGroup::world_size() const { return impl_->settings.world_size; }
 int64_t DistributedGroup::last_all_reduce_bytes() const { return impl_->last_bytes; }
 int64_t DistributedGroup::total_all_reduce_bytes() const { return impl_->total_bytes; }
+const std::string& DistributedGroup::backend() const { return impl_->backend; }
 
 absl::StatusOr<std::unique_ptr<DistributedGroup>> DistributedGroup::Connect(
     const DistributedSettings& settings, const torch::Device& device) {
@@ -189,8 +204,9 @@ absl::StatusOr<std::unique_ptr<DistributedGroup>> DistributedGroup::Connect(
       setenv("NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
-      impl->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          impl->store, settings.rank, settings.world_size, options);
+      impl->Bind(c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          impl->store, settings.rank, settings.world_size, options));
+      impl->backend = "NCCL";
 #else
       return absl::InvalidArgumentError(
           "--device=cuda with several processes needs NCCL: build with "
@@ -206,8 +222,9 @@ absl::StatusOr<std::unique_ptr<DistributedGroup>> DistributedGroup::Connect(
               ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
           : loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                      : c10d::ProcessGroupGloo::createDefaultDevice());
-      impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          impl->store, settings.rank, settings.world_size, options);
+      impl->Bind(c10::make_intrusive<c10d::ProcessGroupGloo>(
+          impl->store, settings.rank, settings.world_size, options));
+      impl->backend = "Gloo";
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("rank ", settings.rank,
@@ -228,7 +245,7 @@ absl::Status DistributedGroup::AllReduceSum(const std::vector<torch::Tensor>& te
   impl_->total_bytes += impl_->last_bytes;
   absl::Status done =
       impl_->Run("the all-reduce of the clipped, noised sums", step,
-                 [&] { return impl_->group->allreduce(buffer); });
+                 [&] { impl_->all_reduce(buffer); });
   if (!done.ok()) return done;
   int64_t offset = 0;
   for (const torch::Tensor& t : tensors) {
@@ -245,7 +262,7 @@ absl::Status DistributedGroup::Broadcast(const std::vector<torch::Tensor>& tenso
   for (const torch::Tensor& t : tensors) {
     std::vector<torch::Tensor> buffer{t.detach().to(impl_->device).contiguous()};
     absl::Status done = impl_->Run("the broadcast of rank 0's parameters", step,
-                                   [&] { return impl_->group->broadcast(buffer); });
+                                   [&] { impl_->broadcast(buffer); });
     if (!done.ok()) return done;
     t.copy_(buffer[0]);
   }
@@ -266,7 +283,7 @@ absl::Status DistributedGroup::CheckIdentical(const std::vector<torch::Tensor>& 
   std::vector<std::vector<torch::Tensor>> output(1);
   for (int r = 0; r < n; ++r) output[0].push_back(torch::empty_like(input[0]));
   absl::Status done = impl_->Run("the parameter checksum all-gather", step,
-                                 [&] { return impl_->group->allgather(output, input); });
+                                 [&] { impl_->all_gather(output, input); });
   if (!done.ok()) return done;
   std::vector<int> differing;
   const int64_t reference = output[0][0].to(torch::kCPU).item<int64_t>();

@@ -95,6 +95,7 @@ class DistributedGroup {
   // Bytes of the last AllReduceSum's buffer (per rank) and of all of them.
   int64_t last_all_reduce_bytes() const;
   int64_t total_all_reduce_bytes() const;
+  const std::string& backend() const;  // "Gloo" or "NCCL"
 
  private:
   struct Impl;

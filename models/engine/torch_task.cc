@@ -67,7 +67,12 @@ class TorchDpTask : public TrainingTask {
   std::vector<std::string> privacy_flags() const override { return DpStepPrivacyFlagNames(); }
   std::vector<std::string> state_files() const override { return {kModelFile, kOptimizerFile}; }
   std::vector<std::string> other_files() const override { return task_.prepared_files; }
-  std::string DescribeThreads() const override { return task_.threads; }
+  std::string DescribeThreads() const override {
+    if (!group_) return task_.threads;
+    return absl::StrCat(task_.threads, " per process; ", group_->world_size(),
+                        " processes (c10d ", group_->backend(), ", ", all_reduce_bytes_,
+                        " bytes all-reduced per step)");
+  }
 
   absl::Status Validate(const RunPlan& plan) override {
     absl::StatusOr<torch::Device> device = TrainingDevice(plan.device);
@@ -148,6 +153,9 @@ class TorchDpTask : public TrainingTask {
         *group_, model, *dp_, std::move(append), distributed_.checksum_every);
     if (!step.ok()) return step.status();
     distributed_step_ = *std::move(step);
+    for (const torch::Tensor& p : model.parameters()) {
+      if (p.requires_grad()) all_reduce_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+    }
     return absl::OkStatus();
   }
 
@@ -243,6 +251,7 @@ class TorchDpTask : public TrainingTask {
   std::unique_ptr<DistributedGroup> group_;
   std::unique_ptr<DistributedDpStep> distributed_step_;
   bool synchronized_ = false;
+  int64_t all_reduce_bytes_ = 0;  // per step and rank: the trainable parameters' gradients
 };
 
 }  // namespace

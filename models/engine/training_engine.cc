@@ -257,13 +257,9 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
   EpochReport report(plan, json, run->ledger_path,
                      o.output_dir.empty() ? "" : Join(o.output_dir, kMetricsFile));
   if (writer) {
-    report.PrintHeader(
-        task.DescribeThreads(),
-        absl::StrCat(o.output_dir.empty() ? "no --output_dir"
-                                          : absl::StrCat("output in ", o.output_dir),
-                     o.distributed.active()
-                         ? absl::StrCat(", ", o.distributed.world_size, " processes")
-                         : ""));
+    report.PrintHeader(task.DescribeThreads(), o.output_dir.empty()
+                                                   ? "no --output_dir"
+                                                   : absl::StrCat("output in ", o.output_dir));
   }
   absl::Status trained = RunSteps(o, plan, start_step, task, sink, report);
   absl::Status finished = trained.ok() ? task.Finish(plan, plan.total_steps, run->ledger_path)
