@@ -78,7 +78,8 @@ TEST(DistributedCliTest, RefusesBadProcessCountsAndSingleProcessOnlyOptions) {
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--nproc must be an integer in [1, 1024]"), std::string::npos) << zero.err;
   const std::string data = MakeMnistData("cli_bad_data", 64, 10);
-  CliRun micro = Dpkit("train mnist --nproc=2 --microbatch_size=4 --data_dir=" + data);
+  CliRun micro =
+      Dpkit("train mnist --nproc=2 --batch_size=16 --microbatch_size=4 --data_dir=" + data);
   EXPECT_NE(micro.exit_code, 0);
   EXPECT_NE(micro.err.find("need --sampler=poisson and --microbatch_size=1"), std::string::npos)
       << micro.err;
