@@ -103,7 +103,8 @@ std::string ThreadsFlag(int argc, char** argv) { return FlagValue(argc, argv, "t
 
 // A small positive decimal integer, or -1.
 int SmallPositive(const std::string& text) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 5 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return -1;
   }
   const int value = std::atoi(text.c_str());

@@ -100,7 +100,9 @@ struct Net : torch::nn::Module {
     fc1 = register_module("fc1", optim::DpLinear(in, hidden));
     fc2 = register_module("fc2", optim::DpLinear(hidden, out));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc2->forward(torch::tanh(fc1->forward(x)));
+  }
 };
 
 constexpr int64_t kExamples = 10;
@@ -221,7 +223,8 @@ TEST(DistributedTest, TwoProcessUpdateEqualsOneProcessUpdate) {
     for (int64_t i = shard.begin; i < shard.end; ++i) mine.push_back(i);
     auto params = TrainThreeSteps(mine, group->get());
     if (!params.ok()) {
-      WriteText(TempPath("equal.err" + std::to_string(rank)), std::string(params.status().message()));
+      WriteText(TempPath("equal.err" + std::to_string(rank)),
+                std::string(params.status().message()));
       return 4;
     }
     torch::save(*params, TempPath("equal.rank" + std::to_string(rank) + ".pt"));

@@ -154,7 +154,9 @@ class TorchDpTask : public TrainingTask {
     if (!step.ok()) return step.status();
     distributed_step_ = *std::move(step);
     for (const torch::Tensor& p : model.parameters()) {
-      if (p.requires_grad()) all_reduce_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+      if (p.requires_grad()) {
+        all_reduce_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+      }
     }
     return absl::OkStatus();
   }
