@@ -12,7 +12,8 @@ With --record (for a deliberate baseline update; never fails): prints the measur
 writes each changed instructions/file_size value as the check's new baseline in its
 benchmarks/gate/*.json, and appends a row (commit, date, figure, value) to
 benchmarks/history.csv for every tracked figure whose value differs from its last row there
-(the trend of each figure; --only restricts both to the checks it matches).
+(the trend of each figure; --only restricts both to the checks it matches), then redraws
+benchmarks/trend/*.svg from the history (benchmarks/trend.py).
 """
 import argparse
 import csv
@@ -24,6 +25,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import trend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HISTORY = os.path.join(ROOT, "benchmarks", "history.csv")
@@ -177,6 +180,8 @@ def main():
                 failed += 1
         if args.record:
             record(path, updates, history_rows)
+    if args.record and os.path.exists(HISTORY):
+        trend.write_charts(HISTORY, trend.OUT)  # the SVG trend of every tracked figure
     if not args.record:
         print("gate: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
