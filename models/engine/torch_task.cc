@@ -67,6 +67,7 @@ class TorchDpTask : public TrainingTask {
   std::vector<std::string> privacy_flags() const override { return DpStepPrivacyFlagNames(); }
   std::vector<std::string> state_files() const override { return {kModelFile, kOptimizerFile}; }
   std::vector<std::string> other_files() const override { return task_.prepared_files; }
+  bool TrainsOnSeveralProcesses() const override { return true; }
   std::string DescribeThreads() const override {
     if (!group_) return task_.threads;
     return absl::StrCat(task_.threads, " per process; ", group_->world_size(),

@@ -124,6 +124,10 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
   if (o.resume && o.overwrite) {
     return absl::InvalidArgumentError("give --resume or --overwrite, not both");
   }
+  if (o.distributed.active() && !task.TrainsOnSeveralProcesses()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dpkit train ", o.model, " trains in one process only (--nproc / --world_size must be 1)"));
+  }
   OpenedRun run;
   if (o.resume) {
     absl::StatusOr<Checkpoint> read = ReadCheckpoint(dir, o.model);
