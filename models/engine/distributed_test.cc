@@ -21,6 +21,7 @@
 
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"  // SeededRandomGeneratorForTesting
 #include "optim/torch/dp_optimizer.h"
 #include "optim/torch/per_example_layers.h"
 
