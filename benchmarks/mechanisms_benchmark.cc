@@ -10,6 +10,7 @@
 #include "mechanisms/gaussian.h"
 #include "mechanisms/laplace.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "mechanisms/selection.h"
 #include "mechanisms/sparse_vector.h"
 

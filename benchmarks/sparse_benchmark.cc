@@ -17,6 +17,7 @@
 #include "benchmark/benchmark.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "optim/sparse/private_selection.h"
 #include "optim/sparse/sparse_dp_sgd.h"
 

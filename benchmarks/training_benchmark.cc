@@ -52,6 +52,7 @@
 #include <torch/torch.h>
 
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "models/mnist_models.h"
 #include "optim/poisson_sampler.h"
 #include "optim/torch/cpu_threads.h"

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

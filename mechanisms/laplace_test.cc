@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {

@@ -147,18 +147,6 @@ absl::StatusOr<SecureRandomGenerator*> ThreadLocalSecureRandomGenerator();
 // partial reads. Exposed for tests.
 absl::Status ReadOsEntropy(unsigned char* out, size_t bytes);
 
-// Deterministic generator for tests and reproducible examples only: xoshiro256**
-// (Blackman & Vigna 2018) seeded through SplitMix64. NEVER for privacy noise.
-class SeededRandomGeneratorForTesting final : public RandomGenerator {
- public:
-  explicit SeededRandomGeneratorForTesting(uint64_t seed);
-  uint64_t NextUint64() override;
-  void Fill(uint64_t* out, size_t n) override;
-
- private:
-  uint64_t state_[4];
-};
-
 }  // namespace dpkit::mechanisms
 
 #endif  // DPKIT_MECHANISMS_RANDOM_H_

@@ -1,4 +1,5 @@
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 
 #include <openssl/evp.h>
 #include <sys/wait.h>

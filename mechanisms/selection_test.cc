@@ -9,6 +9,7 @@
 #include "accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {

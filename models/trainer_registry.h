@@ -86,6 +86,25 @@ struct TrainOptions {
   std::set<std::string> given_flags;
 };
 
+// The paper's settings of one task; every field is overridden by its common flag.
+// TrainerInfo::defaults returns them: the engine plans every run with them and
+// `dpkit train MODEL --help` states them, from the same function.
+struct TaskDefaults {
+  double learning_rate = 0.01;
+  double clip_norm = 1.0;
+  double noise_multiplier = 1.0;  // 0: not private (no ledger, no epsilon)
+  int64_t batch_size = 256;       // expected (Poisson) batch size B; q = B / n
+  // When the default batch size depends on n: how, for --help (batch_size is then 0 for
+  // an unknown n), e.g. "n/80 rounded" for MovieLens.
+  std::string batch_size_rule;
+  double epochs = 1;
+  std::string optimizer = "sgd";
+  double delta = 1e-5;  // used when --delta is not given
+  // Largest forward/backward slice of a logical batch unless --physical_batch_size is
+  // given. Memory only: clipping is per record and the noise is added once per step.
+  int64_t physical_batch_size = 2048;
+};
+
 // A trainer: returns InvalidArgumentError/NotFoundError for bad input (one line, exit 2),
 // another error for a failure during training (exit 1).
 using TrainerFunction = absl::Status (*)(const TrainOptions& options);
@@ -95,6 +114,10 @@ struct TrainerInfo {
   std::string summary;             // one line for `dpkit train --help`
   std::vector<std::string> flags;  // extra flag names this trainer reads (no dashes)
   TrainerFunction run;
+  // The model's defaults for `options` (e.g. the learning rate of --optimizer) and a
+  // training set of `train_size` examples (0 when unknown, as for --help). The trainer
+  // plans its runs with this same function; nullptr: none stated by --help.
+  TaskDefaults (*defaults)(const TrainOptions& options, int64_t train_size) = nullptr;
 };
 
 // Registers a trainer (called from static initialisers). Returns true. A second

@@ -10,6 +10,7 @@
 #include "accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 
 namespace dpkit::optim {
 namespace {

@@ -141,7 +141,15 @@ int RunMain(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--helpfull") {
-      PrintCommandHelp(command);
+      if (command.help_for == nullptr) {
+        PrintCommandHelp(command);
+        return kExitOk;
+      }
+      std::vector<std::string> positional;
+      for (int j = 2; j < argc; ++j) {
+        if (argv[j][0] != '-') positional.push_back(argv[j]);
+      }
+      PrintCommandHelp(command.help_for(positional));
       return kExitOk;
     }
   }

@@ -56,6 +56,10 @@ struct Command {
   // Runs the command. Return absl::InvalidArgumentError for bad input (printed as
   // one line, exit 2), another error for failures (exit 1), OkStatus for success.
   absl::Status (*run)(const CommandContext& context);
+  // Optional: `dpkit NAME [ARGS] --help` prints the command this returns for the
+  // positional ARGS (flags removed) instead, e.g. `dpkit train mnist --help` with that
+  // model's own flags and defaults. nullptr: the command itself.
+  Command (*help_for)(const std::vector<std::string>& args) = nullptr;
 };
 
 // Registers a command; called from static initialisers. Returns true.

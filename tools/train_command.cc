@@ -1,12 +1,14 @@
 // `dpkit train MODEL`: parses the common training flags and dispatches to the trainer that
 // models/trainer_registry.h holds for MODEL. Trainers register with init_priority, so
 // every trainer (and its extra flags) is known when this command registers its flag list.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <tuple>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -19,8 +21,10 @@
 #include "tools/command.h"
 #include "tools/common_flags.h"
 
-ABSL_FLAG(double, learning_rate, 0.0, "learning rate (default: the model's paper setting)");
-ABSL_FLAG(double, clip_norm, 0.0, "per-example L2 clipping norm C (default: per model)");
+// The defaults of the per-model flags are each model's (TrainerInfo::defaults); --help states
+// them (tools/train_command.cc, TrainHelp), not these texts.
+ABSL_FLAG(double, learning_rate, 0.0, "learning rate");
+ABSL_FLAG(double, clip_norm, 0.0, "per-example L2 clipping norm C");
 ABSL_FLAG(std::string, optimizer, "sgd", "DP-SGD, DP-Adam or DP-AdaGrad");
 ABSL_FLAG(std::string, device, "cpu", "where to train");
 ABSL_FLAG(std::string, output_dir, "",
@@ -50,11 +54,17 @@ ABSL_FLAG(int64_t, checksum_every, 50,
 namespace dpkit::tools {
 namespace {
 
+// --optimizer's values (parsed, checked and listed by --help from here).
+const std::vector<std::string>& Optimizers() {
+  static const auto* names = new std::vector<std::string>{"sgd", "adam", "adagrad"};
+  return *names;
+}
+
 // The choices below are the ones RunTrain checks (the parser checks them first).
 const std::vector<FlagSpec>& CommonTrainFlags() {
   static const auto* flags = new std::vector<FlagSpec>{
       "learning_rate", "clip_norm", "noise_multiplier", "target_epsilon", "delta",
-      "batch_size", "epochs", FlagSpec("optimizer", "sgd", {"sgd", "adam", "adagrad"}),
+      "batch_size", "epochs", FlagSpec("optimizer", "sgd", Optimizers()),
       FlagSpec("seed", "0", {}),
       FlagSpec("device", "cpu", {"cpu", "cuda"}), "output_dir",
       FlagSpec("format", "text", {"text", "json"}), "max_steps", "train_subset", "test_subset",
@@ -75,9 +85,12 @@ std::vector<FlagSpec> AllTrainFlags() {
   return out;
 }
 
+constexpr char kSummary[] = "train a model with DP-SGD / DP-Adam / DP-AdaGrad";
+
 std::string Usage() {
   std::string out =
-      "Usage: dpkit train MODEL [flags]\n"
+      "Usage: dpkit train MODEL [flags]   (dpkit train MODEL --help: MODEL's flags and "
+      "defaults)\n"
       "Trains MODEL with differential privacy (Poisson sampling, per-example or\n"
       "per-microbatch clipping, secure Gaussian noise), writing the privacy ledger and\n"
       "reporting epsilon from it. --sampler=shuffled (where a model offers it) is not\n"
@@ -145,7 +158,7 @@ absl::Status ParseCommonFlags(models::TrainOptions* o) {
     o->epochs = absl::GetFlag(FLAGS_epochs);
   }
   if (FlagGiven("optimizer")) {
-    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), {"sgd", "adam", "adagrad"});
+    absl::Status s = CheckOneOf("optimizer", absl::GetFlag(FLAGS_optimizer), Optimizers());
     if (!s.ok()) return s;
     o->optimizer = absl::GetFlag(FLAGS_optimizer);
   }
@@ -230,6 +243,80 @@ absl::Status ParseDistributedFlags(models::DistributedSettings* d) {
   return absl::OkStatus();
 }
 
+// The flags whose defaults are the model's (TaskDefaults): `dpkit train --help` says so,
+// `dpkit train MODEL --help` states MODEL's values.
+const std::vector<std::string>& PerModelFlags() {
+  static const auto* names = new std::vector<std::string>{
+      "learning_rate", "clip_norm", "noise_multiplier", "batch_size", "epochs", "optimizer",
+      "delta"};
+  return *names;
+}
+
+// MODEL's defaults for a run given only `optimizer` (empty: none): its extra flags at their
+// defaults, the training set's size unknown. The same function plans its runs.
+models::TaskDefaults DefaultsOf(const models::TrainerInfo& trainer, const std::string& optimizer) {
+  models::TrainOptions o;
+  o.model = trainer.name;
+  if (!optimizer.empty()) o.optimizer = optimizer;
+  for (const std::string& f : trainer.flags) {
+    if (const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f)) {
+      o.extra_flags[f] = flag->DefaultValue();
+    }
+  }
+  return trainer.defaults(o, 0);
+}
+
+absl::Status RunTrain(const CommandContext& context);
+
+// `dpkit train MODEL --help`: MODEL's flags only, each per-model flag with MODEL's default.
+Command ModelHelp(const models::TrainerInfo& trainer) {
+  const models::TaskDefaults d = DefaultsOf(trainer, "");
+  const std::map<std::string, std::string> values = {
+      {"learning_rate", absl::StrCat(d.learning_rate)},
+      {"clip_norm", absl::StrCat(d.clip_norm)},
+      {"noise_multiplier", absl::StrCat(d.noise_multiplier)},
+      {"batch_size", d.batch_size > 0 ? absl::StrCat(d.batch_size) : ""},
+      {"epochs", absl::StrCat(d.epochs)},
+      {"optimizer", d.optimizer},
+      {"delta", absl::StrCat(d.delta)}};
+  std::string usage = absl::StrCat("Usage: dpkit train ", trainer.name, " [flags]\n",
+                                   trainer.name, ": ", trainer.summary, ".\n",
+                                   "The defaults below are this model's (its paper's settings).");
+  for (const std::string& other : Optimizers()) {
+    const double rate = DefaultsOf(trainer, other).learning_rate;
+    if (other != d.optimizer && rate != d.learning_rate) {
+      absl::StrAppend(&usage, "\nWith --optimizer=", other, " the default --learning_rate is ",
+                      rate, ".");
+    }
+  }
+  if (!d.batch_size_rule.empty()) {
+    absl::StrAppend(&usage, "\nThe default --batch_size is ", d.batch_size_rule, ".");
+  }
+  std::vector<FlagSpec> flags;
+  for (FlagSpec spec : CommonTrainFlags()) {
+    if (const auto value = values.find(spec.name); value != values.end()) {
+      spec.default_value = value->second;
+    }
+    flags.push_back(std::move(spec));
+  }
+  for (const std::string& f : trainer.flags) flags.emplace_back(f);
+  return Command{"train", kSummary, usage, flags, &RunTrain};
+}
+
+// `dpkit train [MODEL] --help`.
+Command TrainHelp(const std::vector<std::string>& args) {
+  const models::TrainerInfo* trainer = args.empty() ? nullptr : models::FindTrainer(args[0]);
+  if (trainer != nullptr && trainer->defaults != nullptr) return ModelHelp(*trainer);
+  std::vector<FlagSpec> flags = AllTrainFlags();
+  const std::vector<std::string>& per_model = PerModelFlags();
+  for (FlagSpec& spec : flags) {
+    if (std::find(per_model.begin(), per_model.end(), spec.name) != per_model.end()) {
+      spec.default_value = "per model: see dpkit train MODEL --help";
+    }
+  }
+  return Command{"train", kSummary, Usage(), flags, &RunTrain};
+}
+
 absl::Status RunTrain(const CommandContext& context) {
   if (context.args.empty()) {
     std::vector<std::string> names;
@@ -283,7 +370,7 @@ absl::Status RunTrain(const CommandContext& context) {
 
 }  // namespace
 
-DPKIT_REGISTER_COMMAND((Command{"train", "train a model with DP-SGD / DP-Adam / DP-AdaGrad",
-                                Usage(), AllTrainFlags(), &RunTrain}));
+DPKIT_REGISTER_COMMAND((Command{"train", kSummary, Usage(), AllTrainFlags(), &RunTrain,
+                                &TrainHelp}));
 
 }  // namespace dpkit::tools

@@ -12,7 +12,15 @@ namespace {
 
 const char kNotPrivateNote[] = "not private: --noise_multiplier=0 adds no noise";
 
+int64_t CeilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+
 }  // namespace
+
+std::string EpochLabel(int64_t step, int64_t steps_per_epoch, int64_t total_steps) {
+  return absl::StrCat("epoch ", CeilDiv(step, steps_per_epoch), "/",
+                      CeilDiv(total_steps, steps_per_epoch), " (step ", step, "/", total_steps,
+                      ")");
+}
 
 EpochReport::EpochReport(const RunPlan& plan, bool json, std::string ledger_path,
                          const std::string& metrics_path)
@@ -25,7 +33,7 @@ void EpochReport::PrintHeader(const std::string& threads, const std::string& out
   const PrivacySettings& p = plan_.privacy;
   std::printf(
       "dpkit train %s: n=%lld, q=%.6g, sigma=%.6g%s, C=%g (%s clipping%s), %s lr=%g, %lld steps "
-      "(%lld per epoch), %s, delta=%g, %s%s\n",
+      "(%lld per epoch, epochs=%g), %s, delta=%g, %s%s\n",
       plan_.model.c_str(), static_cast<long long>(plan_.train_size), p.sampling_rate,
       p.noise_multiplier,
       plan_.sigma_source == "calibrated"   ? " (calibrated)"
@@ -36,7 +44,7 @@ void EpochReport::PrintHeader(const std::string& threads, const std::string& out
           ? absl::StrCat(", microbatches of ", plan_.step.microbatch_size, ": sensitivity 2C").c_str()
           : "",
       plan_.optimizer.c_str(), plan_.learning_rate, static_cast<long long>(plan_.total_steps),
-      static_cast<long long>(plan_.steps_per_epoch),
+      static_cast<long long>(plan_.steps_per_epoch), plan_.epochs,
       plan_.step.shuffled() ? "shuffled fixed-size batches (NOT covered by the accountants)"
                             : "Poisson batches",
       p.delta, threads.empty() ? "" : (threads + ", ").c_str(), output.c_str());
@@ -53,7 +61,7 @@ absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
     epsilon = *std::move(eps);
   }
   const double epoch = static_cast<double>(step) / static_cast<double>(plan_.steps_per_epoch);
-  nlohmann::json line = {{"epoch", epoch}, {"step", step}};
+  nlohmann::json line = {{"epoch", epoch}, {"step", step}, {"total_steps", plan_.total_steps}};
   for (const auto& [key, value] : metrics.items()) line[key] = value;
   line["epsilon"] = epsilon;
   line["delta"] = plan_.privacy.delta;
@@ -76,8 +84,10 @@ absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
   if (json_) {
     std::printf("%s\n", line.dump().c_str());
   } else {
-    std::printf("epoch %.4g: %s, %s, %.1f s\n", epoch, text.c_str(), epsilon_text.c_str(),
-                seconds);
+    // The privacy bound first: it is what decides whether the model may ship.
+    std::printf("%s: %s; %s, %.1f s\n",
+                EpochLabel(step, plan_.steps_per_epoch, plan_.total_steps).c_str(),
+                epsilon_text.c_str(), text.c_str(), seconds);
   }
   std::fflush(stdout);
   if (metrics_.is_open()) {

@@ -1,10 +1,13 @@
 // The per-epoch report of the training engine: one JSON object per epoch (printed with
 // --format=json, appended to metrics.jsonl) and one text line otherwise:
-//   {"epoch", "step", "train_loss", [task metrics, e.g. "train_accuracy", "test_accuracy"],
+//   {"epoch" (steps / steps per epoch), "step", "total_steps", "train_loss",
+//    [task metrics, e.g. "train_accuracy", "test_accuracy"],
 //    "epsilon" (the object of `dpkit epsilon`, computed FROM THE LEDGER FILE; null when no
 //    ledger is written), "delta", "noise_multiplier", "sampling_rate", "sampler",
 //    "microbatch_size", "seconds", ["epsilon_note" when epsilon is null]}
-// The text line's headline epsilon is the smallest certified upper bound (PLD or RDP).
+// The text line starts with EpochLabel (whole epochs and steps, never a fraction such as
+// "14.96"); its headline epsilon is the smallest certified upper bound (PLD or RDP),
+// rounded up at the printed precision (accounting/report_rounding.h), printed first.
 #ifndef DPKIT_MODELS_ENGINE_EPOCH_REPORT_H_
 #define DPKIT_MODELS_ENGINE_EPOCH_REPORT_H_
 
@@ -17,6 +20,11 @@
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {
+
+// "epoch E/N (step S/T)": E = ceil(S / steps_per_epoch), N = ceil(T / steps_per_epoch),
+// so a last epoch cut short by the schedule or --max_steps is still counted whole, and the
+// steps say where the run is exactly.
+std::string EpochLabel(int64_t step, int64_t steps_per_epoch, int64_t total_steps);
 
 class EpochReport {
  public:

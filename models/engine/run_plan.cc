@@ -152,7 +152,8 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
         "): the training set changed (--train_subset or --data_dir)"));
   }
   plan.steps_per_epoch = sampler->steps_per_epoch();
-  plan.total_steps = sampler->TotalSteps(o.epochs.value_or(d.epochs));
+  plan.epochs = o.epochs.value_or(d.epochs);
+  plan.total_steps = sampler->TotalSteps(plan.epochs);
   if (o.max_steps) plan.total_steps = std::min(plan.total_steps, *o.max_steps);
   plan.total_steps = std::max<int64_t>(plan.total_steps, 1);
   if (resumed != nullptr) {

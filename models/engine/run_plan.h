@@ -21,20 +21,6 @@
 
 namespace dpkit::models {
 
-// The paper's settings of one task; every field is overridden by its common flag.
-struct TaskDefaults {
-  double learning_rate = 0.01;
-  double clip_norm = 1.0;
-  double noise_multiplier = 1.0;  // 0: not private (no ledger, no epsilon)
-  int64_t batch_size = 256;       // expected (Poisson) batch size B; q = B / n
-  double epochs = 1;
-  std::string optimizer = "sgd";
-  double delta = 1e-5;  // used when --delta is not given
-  // Largest forward/backward slice of a logical batch unless --physical_batch_size is
-  // given. Memory only: clipping is per record and the noise is added once per step.
-  int64_t physical_batch_size = 2048;
-};
-
 // What a checkpoint stores about privacy; restored on --resume.
 struct PrivacySettings {
   double noise_multiplier = 0;
@@ -62,6 +48,7 @@ struct RunPlan {
   double learning_rate = 0;
   std::string optimizer;
   int64_t steps_per_epoch = 1;
+  double epochs = 1;  // as planned (--epochs or the default); --max_steps may stop earlier
   int64_t total_steps = 1;
   std::string device = "cpu";
   bool private_run() const { return privacy.noise_multiplier > 0; }

@@ -13,6 +13,7 @@
 #include "accounting/ledger.h"
 #include "models/engine/checkpoint.h"
 #include "models/engine/epoch_report.h"
+#include "models/engine/progress.h"
 #include "models/files.h"
 
 namespace dpkit::models {
@@ -184,6 +185,8 @@ absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_
   bool classifier = false;
   auto epoch_start = std::chrono::steady_clock::now();
   const int64_t total = plan.total_steps;
+  std::optional<ProgressMeter> progress;
+  if (!json && writer) progress.emplace(start_step, total, isatty(fileno(stderr)) != 0, stderr);
   for (int64_t step = start_step; step < total; ++step) {
     const int64_t accounted = sink.steps();
     absl::StatusOr<StepOutcome> outcome = task.Step(step, sink);
@@ -197,15 +200,13 @@ absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_
     seen += outcome->examples;
     if (outcome->correct >= 0) correct += outcome->correct, classifier = true;
     const bool epoch_end = (step + 1) % plan.steps_per_epoch == 0 || step + 1 == total;
-    if (writer && !json && ((step + 1) % 20 == 0 || epoch_end)) {
-      std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f%s%s", isatty(2) ? "\r" : "",
-                   static_cast<long long>(step + 1), static_cast<long long>(total),
-                   seen ? loss_sum / static_cast<double>(seen) : 0.0,
-                   classifier ? absl::StrFormat("  train acc %.2f%%",
-                                                seen ? 100.0 * correct / seen : 0.0).c_str()
-                              : "",
-                   isatty(2) ? "" : "\n");
-      if (epoch_end && isatty(2)) std::fprintf(stderr, "\n");
+    if (progress) {
+      progress->Update(step + 1, outcome->examples,
+                       seen ? loss_sum / static_cast<double>(seen) : 0.0,
+                       classifier ? std::optional<double>(
+                                        seen ? static_cast<double>(correct) / seen : 0.0)
+                                  : std::nullopt,
+                       epoch_end);
     }
     if (!epoch_end) continue;
     if (!writer) {

@@ -91,6 +91,19 @@ absl::Status WithDataHint(const absl::Status& status) {
                                    " (set --data_dir to the folder holding LIBSVM's a9a)"));
 }
 
+// Bu et al. 2020, Sec. 4 (Adult).
+TaskDefaults AdultDefaults(const TrainOptions& /*options*/, int64_t /*train_size*/) {
+  TaskDefaults d;
+  d.learning_rate = 0.15;
+  d.clip_norm = 1.0;
+  d.noise_multiplier = 0.55;
+  d.batch_size = 256;
+  d.epochs = 18;  // their loop stops when mu_CLT > 2: after epoch 18
+  d.optimizer = "sgd";
+  d.delta = 1e-5;
+  return d;
+}
+
 absl::Status TrainAdult(const TrainOptions& o) {
   TorchTask task;
   // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
@@ -151,14 +164,7 @@ absl::Status TrainAdult(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test accuracy %.2f%%", 100 * m["test_accuracy"].get<double>());
   };
-  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (Adult)
-  defaults.learning_rate = 0.15;
-  defaults.clip_norm = 1.0;
-  defaults.noise_multiplier = 0.55;
-  defaults.batch_size = 256;
-  defaults.epochs = 18;  // their loop stops when mu_CLT > 2: after epoch 18
-  defaults.optimizer = "sgd";
-  defaults.delta = 1e-5;
+  task.defaults = AdultDefaults(o, task.train_size);
   return RunTorchTraining(o, std::move(task));
 }
 
@@ -174,4 +180,5 @@ std::vector<std::string> AdultFlags() {
 DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "adult",
     "1-hidden-layer MLP on Adult (LIBSVM a9a in --data_dir), NoisySGD (Bu et al. 2020)",
-    dpkit::models::wide::AdultFlags(), &dpkit::models::wide::TrainAdult}));
+    dpkit::models::wide::AdultFlags(), &dpkit::models::wide::TrainAdult,
+    &dpkit::models::wide::AdultDefaults}));

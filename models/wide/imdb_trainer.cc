@@ -83,6 +83,19 @@ Split ToTensors(const ImdbSplit& split, int length, std::optional<int64_t> subse
   return out;
 }
 
+// Bu et al. 2020, Sec. 4 (IMDb).
+TaskDefaults ImdbDefaults(const TrainOptions& /*options*/, int64_t /*train_size*/) {
+  TaskDefaults d;
+  d.learning_rate = 0.02;
+  d.clip_norm = 1.0;
+  d.noise_multiplier = 0.56;
+  d.batch_size = 512;
+  d.epochs = 9;  // their loop stops when mu_CLT > 2: after epoch 9
+  d.optimizer = "adam";
+  d.delta = 1e-5;
+  return d;
+}
+
 absl::Status TrainImdb(const TrainOptions& o) {
   TorchTask task;
   // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
@@ -120,14 +133,7 @@ absl::Status TrainImdb(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test accuracy %.2f%%", 100 * m["test_accuracy"].get<double>());
   };
-  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (IMDb)
-  defaults.learning_rate = 0.02;
-  defaults.clip_norm = 1.0;
-  defaults.noise_multiplier = 0.56;
-  defaults.batch_size = 512;
-  defaults.epochs = 9;  // their loop stops when mu_CLT > 2: after epoch 9
-  defaults.optimizer = "adam";
-  defaults.delta = 1e-5;
+  task.defaults = ImdbDefaults(o, task.train_size);
   return RunTorchTraining(o, std::move(task));
 }
 
@@ -138,4 +144,5 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "imdb",
     "embedding 16 + average pooling + dense 16 on IMDb (aclImdb in --data_dir), NoisyAdam "
     "(Bu et al. 2020)",
-    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainImdb}));
+    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainImdb,
+    &dpkit::models::wide::ImdbDefaults}));

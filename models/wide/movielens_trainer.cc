@@ -107,6 +107,23 @@ Split ToTensors(const std::vector<Rating>& ratings, std::optional<int64_t> subse
                torch::tensor(labels, torch::kLong), torch::tensor(values, torch::kFloat32)};
 }
 
+// Bu et al. 2020, Sec. 4 (MovieLens): 80 expected batches per epoch.
+TaskDefaults MovieLensDefaults(const TrainOptions& /*options*/, int64_t train_size) {
+  constexpr int64_t kBatchesPerEpoch = 80;
+  TaskDefaults d;
+  d.learning_rate = 0.01;
+  d.clip_norm = 5.0;
+  d.noise_multiplier = 0.6;
+  d.batch_size = train_size > 0 ? std::max<int64_t>(1, std::llround(static_cast<double>(train_size) /
+                                                                     kBatchesPerEpoch))
+                                : 0;
+  d.batch_size_rule = absl::StrCat("n/", kBatchesPerEpoch, " rounded, n the training ratings");
+  d.epochs = 25;
+  d.optimizer = "adam";
+  d.delta = 1e-6;
+  return d;
+}
+
 absl::Status TrainMovieLens(const TrainOptions& o) {
   TorchTask task;
   // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
@@ -155,14 +172,7 @@ absl::Status TrainMovieLens(const TrainOptions& o) {
   task.describe = [](const nlohmann::json& m) {
     return absl::StrFormat("test RMSE %.4f", m["test_rmse"].get<double>());
   };
-  TaskDefaults& defaults = task.defaults;  // Bu et al. 2020, Sec. 4 (MovieLens)
-  defaults.learning_rate = 0.01;
-  defaults.clip_norm = 5.0;
-  defaults.noise_multiplier = 0.6;
-  defaults.batch_size = std::max<int64_t>(1, std::llround(static_cast<double>(task.train_size) / 80));
-  defaults.epochs = 25;
-  defaults.optimizer = "adam";
-  defaults.delta = 1e-6;
+  task.defaults = MovieLensDefaults(o, task.train_size);
   return RunTorchTraining(o, std::move(task));
 }
 
@@ -173,4 +183,5 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "movielens",
     "NCF (GMF 5 + MLP 10) on MovieLens 1M (ratings.dat in --data_dir), NoisyAdam, test RMSE "
     "(Bu et al. 2020)",
-    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainMovieLens}));
+    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainMovieLens,
+    &dpkit::models::wide::MovieLensDefaults}));

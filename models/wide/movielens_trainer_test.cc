@@ -60,6 +60,8 @@ TEST(MovieLensTrainerTest, LearnsAnEasySignalAndWritesAnAccountedLedger) {
                         200.0 / static_cast<double>(n_train), 0.6, 5.0, 1e-6);
 }
 
+// --resume keeps the checkpoint's sigma without its flag, refuses --target_epsilon and
+// contradicting flags, and continues the one ledger.
 TEST(MovieLensTrainerTest, ResumeContinuesTheSameLedgerAtTheCheckpointsSigma) {
   TrainOptions o;
   o.model = "movielens";
@@ -79,6 +81,33 @@ TEST(MovieLensTrainerTest, ResumeContinuesTheSameLedgerAtTheCheckpointsSigma) {
   EXPECT_EQ(recalibrate.code(), absl::StatusCode::kInvalidArgument) << recalibrate;
   EXPECT_NE(recalibrate.message().find("--target_epsilon"), std::string::npos) << recalibrate;
   o.target_epsilon.reset();
+  // Flags that contradict the checkpoint are refused with one line naming the flag and the
+  // checkpoint's value, and append nothing to the ledger.
+  const size_t accounted = ReadJsonLines(o.output_dir + "/ledger.jsonl").size();
+  auto expect_refused = [&](const TrainOptions& bad, const std::string& needle) {
+    const absl::Status refused = FindTrainer("movielens")->run(bad);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_NE(refused.message().find(needle), std::string::npos) << refused;
+    EXPECT_EQ(refused.message().find('\n'), std::string::npos) << refused;
+  };
+  TrainOptions bad = o;
+  bad.noise_multiplier = 0.6;  // the model's default, not the checkpoint's
+  expect_refused(bad, "--noise_multiplier=0.6 contradicts the checkpoint's noise_multiplier = 0.8");
+  bad = o;
+  bad.batch_size = 200;
+  expect_refused(bad, "--batch_size=200 contradicts the checkpoint's batch_size = 480");
+  bad = o;
+  bad.clip_norm = 1.0;
+  expect_refused(bad, "--clip_norm=1 contradicts the checkpoint's clip_norm = 5");
+  bad = o;
+  bad.delta = 1e-5;
+  bad.given_flags.insert("delta");
+  expect_refused(bad, "--delta=1e-05 contradicts the checkpoint's delta = 1e-06");
+  bad = o;
+  bad.extra_flags["clipping"] = "per_layer";
+  bad.given_flags.insert("clipping");
+  expect_refused(bad, "--clipping=per_layer contradicts the checkpoint's clipping");
+  EXPECT_EQ(ReadJsonLines(o.output_dir + "/ledger.jsonl").size(), accounted);
   const absl::Status resumed = FindTrainer("movielens")->run(o);
   testing::internal::GetCapturedStdout();
   ASSERT_TRUE(resumed.ok()) << resumed;

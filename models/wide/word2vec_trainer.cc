@@ -165,6 +165,22 @@ std::vector<std::string> PrivacyFlags() {
           "selection_clip_norm", "second_clip_norm"};
 }
 
+// The defaults (Zhang, Mironov, Hejazinia 2021): the private algorithms at sigma 1 and
+// learning rate 2; --algorithm=sgd adds no noise.
+TaskDefaults Word2VecDefaults(const TrainOptions& o, int64_t /*train_size*/) {
+  const auto algorithm = o.extra_flags.find("algorithm");
+  const bool is_private = algorithm == o.extra_flags.end() || algorithm->second != "sgd";
+  TaskDefaults d;
+  d.learning_rate = is_private ? 2.0 : 1.0;
+  d.clip_norm = 1.0;
+  d.noise_multiplier = is_private ? 1.0 : 0.0;
+  d.batch_size = 256;
+  d.epochs = 10;
+  d.optimizer = "sgd";
+  d.delta = 1e-5;
+  return d;
+}
+
 // The flags of one run, parsed and range-checked.
 struct Settings {
   std::string algorithm;
@@ -240,17 +256,7 @@ class Word2VecTask : public TrainingTask {
         model_(data_.num_ids, static_cast<int32_t>(s_.dim), o.seed) {}
 
   int64_t train_size() const override { return static_cast<int64_t>(data_.train.size()); }
-  TaskDefaults defaults() const override {
-    TaskDefaults d;
-    d.learning_rate = s_.is_private() ? 2.0 : 1.0;
-    d.clip_norm = 1.0;
-    d.noise_multiplier = s_.is_private() ? 1.0 : 0.0;
-    d.batch_size = 256;
-    d.epochs = 10;
-    d.optimizer = "sgd";
-    d.delta = 1e-5;
-    return d;
-  }
+  TaskDefaults defaults() const override { return Word2VecDefaults(o_, train_size()); }
   std::vector<std::string> privacy_flags() const override { return PrivacyFlags(); }
   std::vector<std::string> state_files() const override { return {kStateFile}; }
   std::vector<std::string> other_files() const override {
@@ -593,4 +599,4 @@ DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     {"algorithm", "embedding_dim", "negatives", "selected_rows", "selection_epsilon",
      "selection_threshold", "selection_clip_norm", "second_clip_norm", "canaries",
      "canary_repeats", "reference_phrases", "oov"},
-    &dpkit::models::wide::TrainWord2Vec}));
+    &dpkit::models::wide::TrainWord2Vec, &dpkit::models::wide::Word2VecDefaults}));

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "mechanisms/statistics_testing.h"
 #include "optim/sparse/private_selection.h"
 

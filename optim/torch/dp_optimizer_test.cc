@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 
 namespace dpkit::optim {
 namespace {

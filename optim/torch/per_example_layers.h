@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "optim/torch/dp_affine_norm.h"
+#include "optim/torch/dp_attention.h"
 #include "optim/torch/dp_conv2d.h"
 #include "optim/torch/dp_embedding.h"
 #include "optim/torch/dp_linear.h"

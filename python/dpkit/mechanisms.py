@@ -35,7 +35,8 @@ Shape = Union[int, Sequence[int], Tuple[int, ...]]
 
 
 def _generator(rng: Any) -> Any:
-    if rng is None or isinstance(rng, native.SeededGeneratorForTesting):
+    # native.RandomGenerator cannot be instantiated: its only subclass is dpkit.testing's.
+    if rng is None or isinstance(rng, native.RandomGenerator):
         return rng
     raise TypeError("rng must be None (the secure generator) or a "
                     f"dpkit.testing.SeededGenerator, got {type(rng).__name__}")

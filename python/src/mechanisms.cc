@@ -4,9 +4,12 @@
 //
 // Randomness: with rng=None every function draws from the calling thread's
 // SecureRandomGenerator (ChaCha20 keyed from getrandom(2), mechanisms/random.h) and runs
-// without the GIL (the generator belongs to the thread, so no lock is needed). The only
-// other generator is SeededGeneratorForTesting, exposed as dpkit.testing; functions
-// given one keep the GIL, since a generator must not be used by two threads at once.
+// without the GIL (the generator belongs to the thread, so no lock is needed). This module
+// binds only the abstract RandomGenerator, which Python cannot instantiate; the one
+// generator that can be passed is the seeded one of the separate, test-only extension
+// `_dpkit_testing` (//python:_dpkit_testing.so, exposed as dpkit.testing), so this module
+// carries no seeded generator. Functions given one keep the GIL, since a generator must
+// not be used by two threads at once.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -31,10 +34,9 @@ namespace dpkit::python {
 namespace {
 
 using mechanisms::RandomGenerator;
-using mechanisms::SeededRandomGeneratorForTesting;
 
 // Runs fn(generator): the thread's secure generator without the GIL when `rng` is None,
-// else the given testing generator with the GIL held.
+// else the given generator (from dpkit.testing) with the GIL held.
 template <typename Fn>
 auto WithGenerator(const py::object& rng, Fn fn) {
   if (rng.is_none()) {
@@ -42,7 +44,7 @@ auto WithGenerator(const py::object& rng, Fn fn) {
     RandomGenerator* secure = Unwrap(mechanisms::ThreadLocalSecureRandomGenerator());
     return fn(*secure);
   }
-  return fn(rng.cast<SeededRandomGeneratorForTesting&>());
+  return fn(rng.cast<RandomGenerator&>());
 }
 
 void CheckFinitePositive(const char* name, double value) {
@@ -132,13 +134,14 @@ std::vector<double> ProbabilitiesBinding(const Scores& scores, double epsilon,
   return Unwrap(selection.ExponentialProbabilities(SpanOf(scores)));
 }
 
+// The abstract base of the generators a sampler accepts (no constructor: the only
+// subclass is dpkit.testing's, defined by the test-only extension _dpkit_testing).
 void BindGenerator(py::module_& m) {
-  py::class_<SeededRandomGeneratorForTesting>(
-      m, "SeededGeneratorForTesting",
-      "xoshiro256** seeded through SplitMix64: reproducible, NEVER for privacy noise.")
-      .def(py::init<uint64_t>(), py::arg("seed"))
-      .def("next_uint64", &SeededRandomGeneratorForTesting::NextUint64)
-      .def("uniform", &SeededRandomGeneratorForTesting::UniformDouble);
+  py::class_<RandomGenerator>(
+      m, "RandomGenerator",
+      "A source of 64-bit words; only dpkit.testing.SeededGenerator derives from it.")
+      .def("next_uint64", &RandomGenerator::NextUint64)
+      .def("uniform", &RandomGenerator::UniformDouble);
 }
 
 }  // namespace

@@ -148,6 +148,21 @@ def test_seeded_generators_reproduce_and_secure_ones_do_not():
     assert not np.array_equal(c, d)
 
 
+def test_production_module_carries_no_seeded_generator():
+    # The seeded generator lives in the test-only extension _dpkit_testing; _dpkit binds
+    # only the abstract base, which Python cannot instantiate or subclass into a generator.
+    from dpkit._native import native
+    assert not any("seed" in name.lower() for name in dir(native))
+    assert type(SeededGenerator(1)).__module__.endswith("_dpkit_testing")
+    with pytest.raises(TypeError, match="No constructor"):
+        native.RandomGenerator()
+
+    class Fake(native.RandomGenerator):
+        pass
+    with pytest.raises(TypeError, match="No constructor"):
+        Fake()
+
+
 def test_fill_writes_in_place_and_keeps_the_shape():
     out = np.zeros((3, 4), dtype=np.float32)
     assert dpkit.mechanisms.fill_gaussian(out, 1.0) is out

@@ -15,6 +15,7 @@
 #include "mechanisms/calibration.h"
 #include "mechanisms/gaussian.h"
 #include "mechanisms/random.h"
+#include "mechanisms/random_testing.h"
 #include "mechanisms/selection.h"
 #include "mechanisms/sparse_vector.h"
 #include "tests/audit/audit.h"

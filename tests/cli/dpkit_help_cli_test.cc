@@ -166,6 +166,98 @@ TEST(DpkitHelpTest, KnownDefaultsAreStated) {
   EXPECT_EQ(find("epsilon", "noise_multiplier").default_value, "");  // required: no default
 }
 
+// The models of `dpkit train --help`: lines "  name  summary" after "Models:".
+std::vector<std::string> Models() {
+  std::vector<std::string> names;
+  bool in_list = false;
+  for (const std::string& line : Split(Dpkit("train --help").out, '\n')) {
+    if (line == "Models:") {
+      in_list = true;
+    } else if (in_list && line.rfind("  ", 0) == 0 && line.rfind("  --", 0) != 0) {
+      names.push_back(line.substr(2, line.find(' ', 2) - 2));
+    } else if (in_list) {
+      break;
+    }
+  }
+  return names;
+}
+
+std::map<std::string, FlagHelp> FlagsOf(const std::string& help) {
+  std::map<std::string, FlagHelp> out;
+  for (const FlagHelp& flag : ParseFlags(help)) out[flag.name] = flag;
+  return out;
+}
+
+const char* const kPerModelFlags[] = {"learning_rate", "clip_norm", "noise_multiplier",
+                                      "batch_size",    "epochs",    "optimizer",
+                                      "delta"};
+
+TEST(DpkitHelpTest, TrainHelpWithoutAModelSendsToThePerModelHelp) {
+  const std::map<std::string, FlagHelp> flags = FlagsOf(Dpkit("train --help").out);
+  for (const char* name : kPerModelFlags) {
+    EXPECT_EQ(flags.at(name).default_value, "per model: see dpkit train MODEL --help") << name;
+  }
+}
+
+// Each model's help lists its own flags with its own defaults (their behaviour is checked by
+// tests/cli:dpkit_train_help_cli_test, which trains); here the values of the papers.
+TEST(DpkitHelpTest, EachModelsHelpStatesItsOwnDefaults) {
+  const std::vector<std::string> models = Models();
+  ASSERT_GE(models.size(), 7u);
+  for (const std::string& model : models) {
+    SCOPED_TRACE(model);
+    const CliRun help = Dpkit("train " + model + " --help");
+    ASSERT_EQ(help.exit_code, 0) << help.err;
+    EXPECT_NE(help.out.find("The defaults below are this model's"), std::string::npos);
+    const std::map<std::string, FlagHelp> flags = FlagsOf(help.out);
+    for (const char* name : kPerModelFlags) {
+      ASSERT_EQ(flags.count(name), 1u) << name;
+      const std::string& value = flags.at(name).default_value;
+      if (std::string(name) == "batch_size" && value.empty()) {
+        EXPECT_NE(help.out.find("The default --batch_size is "), std::string::npos);
+        continue;
+      }
+      EXPECT_FALSE(value.empty()) << name;
+      if (std::string(name) != "optimizer") {
+        EXPECT_GT(std::stod(value), 0.0) << name << "=" << value;
+      }
+    }
+    EXPECT_EQ(flags.at("optimizer").choices, (std::vector<std::string>{"sgd", "adam", "adagrad"}));
+    // Another model's extra flag is not listed (dpkit train refuses it for this model).
+    EXPECT_EQ(flags.count(model == "word2vec" ? "activation" : "algorithm"), 0u);
+  }
+  auto defaults = [](const std::string& model) {
+    std::map<std::string, std::string> out;
+    for (const auto& [name, flag] : FlagsOf(Dpkit("train " + model + " --help").out)) {
+      out[name] = flag.default_value;
+    }
+    return out;
+  };
+  // Bu et al. 2020, Table 1 row 1.
+  std::map<std::string, std::string> mnist = defaults("mnist");
+  EXPECT_EQ(mnist["noise_multiplier"], "1.3");
+  EXPECT_EQ(mnist["epochs"], "15");
+  EXPECT_EQ(mnist["batch_size"], "256");
+  EXPECT_EQ(mnist["learning_rate"], "0.25");
+  EXPECT_EQ(mnist["clip_norm"], "1.5");
+  EXPECT_EQ(mnist["optimizer"], "sgd");
+  EXPECT_EQ(mnist["delta"], "1e-05");
+  EXPECT_NE(Dpkit("train mnist --help").out.find(
+                "With --optimizer=adam the default --learning_rate is 0.001."),
+            std::string::npos);
+  // Abadi et al. 2016, Sec. 5.1.
+  std::map<std::string, std::string> pca = defaults("mnist-pca");
+  EXPECT_EQ(pca["noise_multiplier"], "4");
+  EXPECT_EQ(pca["batch_size"], "600");
+  // Bu et al. 2020, Sec. 4: MovieLens trains with Adam at delta 1e-6 and B = n/80.
+  std::map<std::string, std::string> movielens = defaults("movielens");
+  EXPECT_EQ(movielens["optimizer"], "adam");
+  EXPECT_EQ(movielens["delta"], "1e-06");
+  EXPECT_EQ(movielens["batch_size"], "");
+  EXPECT_NE(Dpkit("train movielens --help").out.find("The default --batch_size is n/80 rounded"),
+            std::string::npos);
+}
+
 TEST(DpkitHelpTest, TrainHelpStatesEachDefaultOnce) {
   CliRun help = Dpkit("train mnist --help");
   ASSERT_EQ(help.exit_code, 0) << help.err;

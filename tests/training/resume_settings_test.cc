@@ -1,7 +1,9 @@
-// --resume of the MNIST family restores the checkpoint's privacy settings (sigma, q and
+// --resume of the MNIST family (mnist, fashion-mnist, mnist-pca) restores the checkpoint's privacy settings (sigma, q and
 // the batch size, clip norm, clipping mode / groups / scales, microbatching, sampler, delta)
 // without their flags; a contradicting flag, --target_epsilon, a changed training set and
 // damaged checkpoints are refused with one line (exit 2), never an abort (issue 21).
+#include <signal.h>
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -123,6 +125,53 @@ TEST(ResumeSettingsTest, MnistResumeKeepsTheCheckpointsPrivacySettingsWithoutThe
   same.epochs = 1.5;
   ASSERT_TRUE(RunTrainer(same).ok());
   EXPECT_EQ(ReadJsonLines(resume.output_dir + "/ledger.jsonl").size(), 12u);
+}
+
+// Fashion-MNIST (its own trainer registration and data files): killed mid-epoch after its
+// first checkpoint, resumed without the privacy flags; contradicting flags are refused and
+// change nothing; the ledger accounts every applied step, and the lost ones once more.
+TEST(ResumeSettingsTest, FashionMnistKilledAndResumedKeepsItsSettingsAndAccountsEveryStep) {
+  const std::string data = training_testing::MakeFashionMnistData("fashion_data", 256, 20);
+  TrainOptions fresh = Base("fashion-mnist", "fashion", data);
+  fresh.noise_multiplier = 1.7;
+  fresh.clip_norm = 0.9;
+  fresh.batch_size = 32;  // 8 steps per epoch
+  fresh.epochs = 2;
+  fresh.given_flags = {"noise_multiplier", "clip_norm", "batch_size"};
+  // Killed after step 11's ledger entry: steps 0-7 checkpointed, 8-11 accounted and lost.
+  ASSERT_EQ(training_testing::RunInChild(
+                fresh, training_testing::KillAt(models::FaultPoint::kLedgerAppended, 11)),
+            -SIGKILL);
+  const std::string ledger_path = fresh.output_dir + "/ledger.jsonl";
+  ASSERT_EQ(ReadJsonLines(ledger_path).size(), 12u);
+
+  TrainOptions resume = Base("fashion-mnist", "fashion", data);
+  resume.epochs = 2;
+  resume.resume = true;
+  TrainOptions bad = resume;
+  bad.noise_multiplier = 1.3;
+  bad.given_flags.insert("noise_multiplier");
+  ExpectRefused(bad, "--noise_multiplier=1.3 contradicts the checkpoint's noise_multiplier = 1.7");
+  bad = resume;
+  bad.clip_norm = 1.5;
+  ExpectRefused(bad, "--clip_norm=1.5 contradicts the checkpoint's clip_norm = 0.9");
+  bad = resume;
+  bad.batch_size = 256;
+  ExpectRefused(bad, "--batch_size=256 contradicts the checkpoint's batch_size = 32");
+  EXPECT_EQ(ReadJsonLines(ledger_path).size(), 12u);  // the refused runs appended nothing
+
+  ASSERT_TRUE(RunTrainer(resume).ok());
+  const std::vector<nlohmann::json> ledger = ReadJsonLines(ledger_path);
+  ASSERT_EQ(ledger.size(), 16u + 4u);  // steps 0-15 once, 8-11 again (over-counting is safe)
+  for (const nlohmann::json& step : ledger) {
+    EXPECT_DOUBLE_EQ(step.at("sampling_rate").get<double>(), 32.0 / 256);
+    ASSERT_EQ(step.at("queries").size(), 1u);
+    EXPECT_DOUBLE_EQ(step["queries"][0].at("clip_norm").get<double>(), 0.9);
+    EXPECT_DOUBLE_EQ(step["queries"][0].at("noise_stddev").get<double>(), 1.7 * 0.9);
+  }
+  const nlohmann::json last = ReadJsonLines(resume.output_dir + "/metrics.jsonl").back();
+  EXPECT_EQ(last.at("step"), 16);
+  EXPECT_DOUBLE_EQ(last.at("noise_multiplier").get<double>(), 1.7);
 }
 
 TEST(ResumeSettingsTest, JointClippingGroupsAndScalesAreRestored) {

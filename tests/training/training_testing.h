@@ -80,6 +80,19 @@ inline std::string MakeMnistData(const std::string& name, int train, int test) {
   return dir;
 }
 
+// The same files named as Fashion-MNIST's (Debian's dataset-fashion-mnist: *-ubyte.gz). They
+// stay uncompressed: zlib's gzread reads a file without the gzip magic as it is.
+inline std::string MakeFashionMnistData(const std::string& name, int train, int test) {
+  const std::string dir = MakeMnistData(name, train, test);
+  for (const char* split : {"train", "t10k"}) {
+    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+      const std::string path = dir + "/" + split + kind;
+      std::rename(path.c_str(), (path + ".gz").c_str());
+    }
+  }
+  return dir;
+}
+
 // Runs trainer `o.model` in a forked child with `hook` as the engine's fault hook (may be
 // empty) and its output discarded. Returns the exit code (0 ok, 2 an error status), or
 // -signal when the child was killed.

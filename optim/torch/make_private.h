@@ -1,0 +1,105 @@
+// MakePrivate: DP-SGD for a model written with plain torch::nn modules (in the spirit of
+// Opacus' make_private(module, optimizer, data_loader, noise_multiplier, max_grad_norm)).
+//
+// ConvertToPerExample walks the model's module tree (named_children: Sequential, ModuleList,
+// ModuleDict, the user's own module classes) and replaces every torch::nn::Linear, Conv2d,
+// Embedding, LayerNorm and GroupNorm by the per-example layer of the same configuration
+// (DpLinear, DpConv2d, DpEmbedding, DpLayerNorm, DpGroupNorm; per_example_layers.h) that
+// SHARES the original's parameter tensors: the same TensorImpls under the same names, so
+// named_parameters(), an optimizer built before the call, and checkpoints keep working, and
+// the outputs are those of the original module (Linear on (B, in), Conv2d, Embedding:
+// bit for bit; the affine norms apply their affine after the normalisation, to rounding).
+// Dp* layers already in the model are kept. It refuses, with one line naming the module's
+// path and what to use instead: BatchNorm (mixes examples), any other module with trainable
+// parameters and no per-example rule, a configuration the rules do not cover (Linear
+// without bias, grouped or non-zero-padded convolutions, Embedding with padding_idx /
+// max_norm / sparse), and a root that is itself such a layer (wrap it in a Sequential).
+//
+// C++ cannot redirect a member holder (`torch::nn::Linear fc{nullptr}`) that a user's class
+// keeps: after the call it still points to the original module, which is no longer in the
+// tree. A forward pass must therefore reach the layers through the tree (a Sequential's
+// forward, or a container looked up at call time). Every replaced parameter gets an
+// autograd hook that stops backward() with a one-line error if the parameter receives an
+// ordinary (summed, unclipped) gradient: that happens only when the forward pass used it
+// outside its per-example rule (a stale member holder, a tied weight used functionally),
+// so such a model cannot silently train without clipping.
+//
+// MakePrivate then returns PrivateTraining: the DpOptimizer (optim/torch/dp_optimizer.h)
+// around the user's optimizer, Poisson batches of expected size B from the secure
+// generator, and the certified epsilon of the steps taken. MakePrivateWithEpsilon first
+// calibrates the noise multiplier for a budget (accounting/calibrate.h, PLD, certified).
+#ifndef DPKIT_OPTIM_TORCH_MAKE_PRIVATE_H_
+#define DPKIT_OPTIM_TORCH_MAKE_PRIVATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mechanisms/random.h"
+#include "optim/poisson_sampler.h"
+#include "optim/torch/dp_optimizer.h"
+
+namespace dpkit::optim {
+
+// Replaces the supported torch::nn modules of `model` by per-example layers sharing their
+// parameters (see the file comment). On error nothing has been replaced.
+absl::Status ConvertToPerExample(torch::nn::Module& model);
+
+struct MakePrivateOptions {
+  double noise_multiplier = 1.0;    // sigma >= 0 (0: clipping only, NOT private)
+  double max_grad_norm = 1.0;       // the clip norm C > 0 of each example's whole gradient
+  int64_t dataset_size = 0;         // n >= 1: the examples batches are drawn from
+  int64_t expected_batch_size = 0;  // B in [1, n]: Poisson sampling rate q = B / n
+};
+
+// DP-SGD training of a converted model: draw a batch, run forward and backward of the SUM
+// of its per-example losses, call Step().
+class PrivateTraining {
+ public:
+  // The indices (int64, CPU) of the next Poisson batch (each example with probability q).
+  absl::StatusOr<torch::Tensor> NextBatch();
+  // Clips each example's gradient, adds secure Gaussian noise, applies the update.
+  absl::StatusOr<DpStepResult> Step();
+  // Certified upper bound (PLD accountant) of epsilon at `delta` after the steps taken.
+  absl::StatusOr<double> Epsilon(double delta) const;
+
+  DpOptimizer& optimizer() { return *optimizer_; }
+  int64_t steps() const { return steps_; }
+  double sampling_rate() const { return sampler_->sampling_rate(); }
+  double noise_multiplier() const { return optimizer_->options().noise_multiplier; }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<PrivateTraining>> MakePrivate(
+      torch::nn::Module&, std::unique_ptr<torch::optim::Optimizer>, const MakePrivateOptions&);
+  PrivateTraining() = default;
+  std::unique_ptr<DpOptimizer> optimizer_;
+  std::optional<StepRecordSampler> sampler_;
+  std::unique_ptr<mechanisms::RandomGenerator> sampling_rng_;
+  int64_t steps_ = 0;
+};
+
+// ConvertToPerExample(model), then DP-SGD around `optimizer` (built by the caller over
+// model.parameters(), before or after the call: the tensors are the same).
+absl::StatusOr<std::unique_ptr<PrivateTraining>> MakePrivate(
+    torch::nn::Module& model, std::unique_ptr<torch::optim::Optimizer> optimizer,
+    const MakePrivateOptions& options);
+
+// MakePrivate with the smallest noise multiplier (within 0.1 %) whose certified epsilon at
+// `delta` after `epochs` passes (ceil(epochs n / B) steps) is at most `target_epsilon`;
+// options.noise_multiplier is ignored.
+absl::StatusOr<std::unique_ptr<PrivateTraining>> MakePrivateWithEpsilon(
+    torch::nn::Module& model, std::unique_ptr<torch::optim::Optimizer> optimizer,
+    MakePrivateOptions options, double target_epsilon, double delta, double epochs);
+
+}  // namespace dpkit::optim
+
+namespace dpkit {
+using optim::MakePrivate;
+using optim::MakePrivateWithEpsilon;
+}  // namespace dpkit
+
+#endif  // DPKIT_OPTIM_TORCH_MAKE_PRIVATE_H_
