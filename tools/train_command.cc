@@ -41,11 +41,12 @@ ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
 ABSL_FLAG(int64_t, nproc, 1,
           "local worker processes (dpkit train starts them: RANK, WORLD_SIZE, MASTER_ADDR, "
           "MASTER_PORT set for each; threads per process = cores / nproc unless --threads)");
-ABSL_FLAG(int64_t, rank, 0, "this process's rank (default: $RANK, else 0)");
-ABSL_FLAG(int64_t, world_size, 1, "number of processes (default: $WORLD_SIZE, else 1)");
+ABSL_FLAG(int64_t, rank, 0, "this process's rank (without the flag: $RANK, else 0)");
+ABSL_FLAG(int64_t, world_size, 1, "number of processes (without the flag: $WORLD_SIZE, else 1)");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1",
-          "rendezvous host, rank 0's address (default: $MASTER_ADDR, else 127.0.0.1)");
-ABSL_FLAG(int64_t, master_port, 29500, "rendezvous port (default: $MASTER_PORT, else 29500)");
+          "rendezvous host, rank 0's address (without the flag: $MASTER_ADDR, else 127.0.0.1)");
+ABSL_FLAG(int64_t, master_port, 29500,
+          "rendezvous port (without the flag: $MASTER_PORT, else 29500)");
 ABSL_FLAG(double, collective_timeout, 300,
           "seconds after which a silent rank counts as failed (rendezvous and collectives)");
 ABSL_FLAG(int64_t, checksum_every, 50,
