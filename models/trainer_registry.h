@@ -38,6 +38,20 @@
 
 namespace dpkit::models {
 
+// Several processes training one model (models/engine/distributed.h): rank 0 of
+// world_size > 1 ranks hosts the rendezvous (c10d TCPStore) at master_addr:master_port and
+// writes the ledger, metrics and checkpoints; the others only train.
+struct DistributedSettings {
+  int rank = 0;                           // --rank / $RANK
+  int world_size = 1;                     // --world_size / $WORLD_SIZE (1: one process)
+  std::string master_addr = "127.0.0.1";  // --master_addr / $MASTER_ADDR
+  int master_port = 29500;                // --master_port / $MASTER_PORT
+  double timeout_seconds = 300;           // --collective_timeout: a rank silent this long failed
+  int64_t checksum_every = 50;            // --checksum_every: parameter check period (steps)
+  bool active() const { return world_size > 1; }
+  bool writer() const { return rank == 0; }  // the rank that writes files and prints
+};
+
 // Common options of `dpkit train`, as given on the command line. Optional values are
 // empty when the flag was not given, so each trainer applies its own defaults (e.g. the
 // paper's learning rate for its model). Values are range-checked by the train command
@@ -65,6 +79,7 @@ struct TrainOptions {
   bool resume = false;                      // --resume from output_dir's checkpoint
   bool overwrite = false;                   // --overwrite: replace a run in output_dir
   int threads = 0;                          // --threads (0 = all cores)
+  DistributedSettings distributed;          // --rank, --world_size, ... (one process by default)
   // The trainer's extra flags (TrainerInfo::flags): name -> current value as text.
   std::map<std::string, std::string> extra_flags;
   // Names of all flags given on the command line (common and extra).

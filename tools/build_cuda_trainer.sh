@@ -29,7 +29,18 @@ for h in absl/status/status.h nlohmann/json.hpp boost/math/special_functions/erf
 done
 ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null || echo 1)
 CUDA_LIBS=""
-[ -e "$TORCH/lib/libtorch_cuda.so" ] && CUDA_LIBS="-ltorch_cuda -lc10_cuda"
+# Several processes (models/engine/distributed.cc): c10d's Gloo process group always, its
+# NCCL process group with a CUDA LibTorch. ProcessGroupGloo.hpp needs the gloo headers: the
+# LibTorch's own include/gloo, else Debian's libgloo-dev (/usr/include/gloo).
+C10D_DEFINES="-DUSE_C10D_GLOO"
+if [ -e "$TORCH/lib/libtorch_cuda.so" ]; then
+  CUDA_LIBS="-ltorch_cuda -lc10_cuda"
+  C10D_DEFINES="$C10D_DEFINES -DUSE_C10D_NCCL -DDPKIT_WITH_NCCL"
+fi
+if [ ! -e "$TORCH/include/gloo/algorithm.h" ] && [ ! -e /usr/include/gloo/algorithm.h ]; then
+  echo "missing gloo headers: install libgloo-dev (or use a LibTorch that ships include/gloo)" >&2
+  exit 2
+fi
 # tools/dpkit_main.cc plus the sources of //tools:train_command and its dependencies; keep in
 # sync with: bazel query 'kind("source file", deps(//tools:train_command))' | grep '\.cc$'
 SOURCES=(
@@ -37,7 +48,7 @@ SOURCES=(
   models/trainer_registry.cc models/idx_reader.cc models/mnist_models.cc
   models/training_ledger.cc models/mnist_trainer.cc models/files.cc
   models/engine/checkpoint.cc models/engine/epoch_report.cc models/engine/run_plan.cc
-  models/engine/training_engine.cc models/engine/torch_task.cc
+  models/engine/training_engine.cc models/engine/torch_task.cc models/engine/distributed.cc
   models/dp_step_options.cc
   optim/clipping.cc optim/poisson_sampler.cc
   optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc optim/torch/cpu_threads.cc
@@ -53,7 +64,7 @@ for src in "${SOURCES[@]}"; do
   obj=$BUILD_DIR/obj/$(echo "$src" | tr '/' '_').o
   if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ]; then
     echo "compiling $src"
-    g++ -std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$ABI" -DDPKIT_WITH_CUDA \
+    g++ -std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$ABI" -DDPKIT_WITH_CUDA $C10D_DEFINES \
       -I. -I/usr/include/eigen3 -isystem "$TORCH/include" \
       -isystem "$TORCH/include/torch/csrc/api/include" -c "$src" -o "$obj" &
   fi

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -36,6 +38,19 @@ ABSL_FLAG(bool, overwrite, false,
           "replace the run in --output_dir (its checkpoint is removed before the new ledger "
           "starts); without it a fresh run refuses a directory holding a run");
 ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
+ABSL_FLAG(int64_t, nproc, 1,
+          "local worker processes (dpkit train starts them: RANK, WORLD_SIZE, MASTER_ADDR, "
+          "MASTER_PORT set for each; threads per process = cores / nproc unless --threads)");
+ABSL_FLAG(int64_t, rank, 0, "this process's rank (without the flag: $RANK, else 0)");
+ABSL_FLAG(int64_t, world_size, 1, "number of processes (without the flag: $WORLD_SIZE, else 1)");
+ABSL_FLAG(std::string, master_addr, "127.0.0.1",
+          "rendezvous host, rank 0's address (without the flag: $MASTER_ADDR, else 127.0.0.1)");
+ABSL_FLAG(int64_t, master_port, 29500,
+          "rendezvous port (without the flag: $MASTER_PORT, else 29500)");
+ABSL_FLAG(double, collective_timeout, 300,
+          "seconds after which a silent rank counts as failed (rendezvous and collectives)");
+ABSL_FLAG(int64_t, checksum_every, 50,
+          "check every N steps that all ranks hold bit-identical parameters");
 
 namespace dpkit::tools {
 namespace {
@@ -54,7 +69,8 @@ const std::vector<FlagSpec>& CommonTrainFlags() {
       FlagSpec("seed", "0", {}),
       FlagSpec("device", "cpu", {"cpu", "cuda"}), "output_dir",
       FlagSpec("format", "text", {"text", "json"}), "max_steps", "train_subset", "test_subset",
-      "data_dir", "resume", "overwrite", "threads"};
+      "data_dir", "resume", "overwrite", "threads", "nproc", "rank", "world_size",
+      "master_addr", "master_port", "collective_timeout", "checksum_every"};
   return *flags;
 }
 
@@ -166,6 +182,64 @@ absl::Status ParseCommonFlags(models::TrainOptions* o) {
   if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be in [0, 4096], got ", absl::GetFlag(FLAGS_threads)));
+  }
+  return absl::OkStatus();
+}
+
+// --rank, --world_size, --master_addr, --master_port, each from $RANK, $WORLD_SIZE,
+// $MASTER_ADDR, $MASTER_PORT when its flag is not given (torchrun, srun, Kubernetes).
+absl::Status ParseDistributedFlags(models::DistributedSettings* d) {
+  if (absl::GetFlag(FLAGS_nproc) != 1) {
+    return absl::InvalidArgumentError(
+        "--nproc is handled by `dpkit train`, which starts the processes; run the training "
+        "binary directly with --rank and --world_size (or RANK and WORLD_SIZE) instead");
+  }
+  auto integer = [](const char* flag, const char* env, absl::Flag<int64_t>& value,
+                    int64_t* out) -> absl::Status {
+    const char* text = std::getenv(env);
+    if (FlagGiven(flag) || text == nullptr || *text == '\0') {
+      *out = absl::GetFlag(value);
+      return absl::OkStatus();
+    }
+    char* end = nullptr;
+    const long long parsed = std::strtoll(text, &end, 10);
+    if (*end != '\0' || parsed < 0 || parsed > 1000000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("$", env, " must be a non-negative integer, got '", text, "'"));
+    }
+    *out = parsed;
+    return absl::OkStatus();
+  };
+  int64_t rank = 0, world = 1, port = 0;
+  for (auto [flag, env, value, out] :
+       {std::tuple<const char*, const char*, absl::Flag<int64_t>*, int64_t*>{
+            "rank", "RANK", &FLAGS_rank, &rank},
+        {"world_size", "WORLD_SIZE", &FLAGS_world_size, &world},
+        {"master_port", "MASTER_PORT", &FLAGS_master_port, &port}}) {
+    absl::Status s = integer(flag, env, *value, out);
+    if (!s.ok()) return s;
+  }
+  if (world < 1 || world > 65536 || rank < 0 || rank >= world || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 0 <= rank < world_size <= 65536 and 1 <= master_port <= 65535, got rank ", rank,
+        ", world_size ", world, ", master_port ", port));
+  }
+  d->rank = static_cast<int>(rank);
+  d->world_size = static_cast<int>(world);
+  d->master_port = static_cast<int>(port);
+  const char* addr = std::getenv("MASTER_ADDR");
+  d->master_addr = FlagGiven("master_addr") || addr == nullptr || *addr == '\0'
+                       ? absl::GetFlag(FLAGS_master_addr)
+                       : addr;
+  d->timeout_seconds = absl::GetFlag(FLAGS_collective_timeout);
+  d->checksum_every = absl::GetFlag(FLAGS_checksum_every);
+  if (!(d->timeout_seconds >= 1 && d->timeout_seconds <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--collective_timeout must be in [1, 86400] seconds, got ", d->timeout_seconds));
+  }
+  if (d->checksum_every < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checksum_every must be >= 1, got ", d->checksum_every));
   }
   return absl::OkStatus();
 }
@@ -285,6 +359,8 @@ absl::Status RunTrain(const CommandContext& context) {
   o.resume = absl::GetFlag(FLAGS_resume);
   o.overwrite = absl::GetFlag(FLAGS_overwrite);
   o.threads = static_cast<int>(absl::GetFlag(FLAGS_threads));
+  absl::Status distributed = ParseDistributedFlags(&o.distributed);
+  if (!distributed.ok()) return distributed;
   for (const std::string& f : trainer->flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(f);
     if (flag == nullptr) return absl::InternalError(absl::StrCat("flag --", f, " is not defined"));

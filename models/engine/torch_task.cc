@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "models/dp_step_options.h"
+#include "models/engine/distributed.h"
 #include "models/files.h"
 #include "optim/poisson_sampler.h"
 #include "optim/torch/cpu_threads.h"
@@ -58,20 +59,41 @@ absl::StatusOr<int64_t> LoadArchive(Loadable& state, const std::string& path,
 
 class TorchDpTask : public TrainingTask {
  public:
-  explicit TorchDpTask(TorchTask task) : task_(std::move(task)) {}
+  TorchDpTask(TorchTask task, DistributedSettings distributed)
+      : task_(std::move(task)), distributed_(std::move(distributed)) {}
 
   int64_t train_size() const override { return task_.train_size; }
   TaskDefaults defaults() const override { return task_.defaults; }
   std::vector<std::string> privacy_flags() const override { return DpStepPrivacyFlagNames(); }
   std::vector<std::string> state_files() const override { return {kModelFile, kOptimizerFile}; }
   std::vector<std::string> other_files() const override { return task_.prepared_files; }
-  std::string DescribeThreads() const override { return task_.threads; }
+  bool TrainsOnSeveralProcesses() const override { return true; }
+  std::string DescribeThreads() const override {
+    if (!group_) return task_.threads;
+    return absl::StrCat(task_.threads, " per process; ", group_->world_size(),
+                        " processes (c10d ", group_->backend(), ", ", all_reduce_bytes_,
+                        " bytes all-reduced per step)");
+  }
 
   absl::Status Validate(const RunPlan& plan) override {
     absl::StatusOr<torch::Device> device = TrainingDevice(plan.device);
     if (!device.ok()) return device.status();
     optim::DpOptimizerOptions options;
     options.clip_norm = plan.privacy.clip_norm;
+    if (distributed_.active()) {
+      absl::Status valid = CheckDistributedSettings(distributed_);
+      if (!valid.ok()) return valid;
+      // Each rank Poisson-samples its own shard (engine/distributed.h); microbatches (a
+      // per-step key shared by the ranks), shuffled batches and a data-dependent
+      // preparation (DP-PCA) are single-process only.
+      if (plan.step.shuffled() || plan.step.microbatch_size > 1 || task_.prepare) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "several processes (--world_size=", distributed_.world_size, ") need ",
+            task_.prepare ? absl::StrCat("a model without a preparation step (", task_.model_name,
+                                         " has one)")
+                          : "--sampler=poisson and --microbatch_size=1"));
+      }
+    }
     return ApplyDpStepOptions(plan.step, *task_.model, &options);
   }
 
@@ -105,6 +127,7 @@ class TorchDpTask : public TrainingTask {
     options.clip_norm = plan.privacy.clip_norm;
     options.sampling_rate = plan.privacy.sampling_rate;
     options.expected_batch_size = static_cast<double>(plan.privacy.batch_size);
+    options.draw_noise = distributed_.writer();  // several processes: noise once, on rank 0
     absl::Status applied = ApplyDpStepOptions(plan.step, model, &options);
     if (!applied.ok()) return applied;
     auto dp = optim::DpOptimizer::Create(model, *std::move(torch_optimizer), options,
@@ -112,16 +135,37 @@ class TorchDpTask : public TrainingTask {
     if (!dp.ok()) return dp.status();
     dp_ = *std::move(dp);
     // The engine's ledger hears each step before its update is applied.
-    dp_->SetStepListener(
-        [&ledger](const accounting::SamplingRecord& record) { return ledger.AppendStep(record); });
+    optim::DpStepListener append = [&ledger](const accounting::SamplingRecord& record) {
+      return ledger.AppendStep(record);
+    };
     model.train();
+    if (!distributed_.active()) {
+      dp_->SetStepListener(std::move(append));
+      return absl::OkStatus();
+    }
+    // Several processes: rank 0 appends before the all-reduce that every rank's update
+    // waits for (engine/distributed.h).
+    sampling_rate_ = plan.privacy.sampling_rate;
+    absl::StatusOr<std::unique_ptr<DistributedGroup>> group =
+        DistributedGroup::Connect(distributed_, device_);
+    if (!group.ok()) return group.status();
+    group_ = *std::move(group);
+    absl::StatusOr<std::unique_ptr<DistributedDpStep>> step = DistributedDpStep::Create(
+        *group_, model, *dp_, std::move(append), distributed_.checksum_every);
+    if (!step.ok()) return step.status();
+    distributed_step_ = *std::move(step);
+    for (const torch::Tensor& p : model.parameters()) {
+      if (p.requires_grad()) {
+        all_reduce_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
+      }
+    }
     return absl::OkStatus();
   }
 
   absl::StatusOr<StepOutcome> Step(int64_t step, LedgerSink& /*ledger: the listener*/) override {
     // Records: a Poisson sample (or the shuffled loader's next batch), as single examples
     // or as microbatches by a keyed hash of the example index (optim/poisson_sampler.h).
-    absl::StatusOr<optim::MicrobatchedBatch> grouped = records_->Next(step, *sample_rng_);
+    absl::StatusOr<optim::MicrobatchedBatch> grouped = Records(step);
     if (!grouped.ok()) return grouped.status();
     const torch::Tensor index = torch::tensor(grouped->examples, torch::kLong);
     StepOutcome outcome;
@@ -142,9 +186,30 @@ class TorchDpTask : public TrainingTask {
       outcome.examples += range.num_examples;
       if (losses.correct >= 0) outcome.correct = std::max<int64_t>(outcome.correct, 0) + losses.correct;
     }
-    absl::StatusOr<optim::DpStepResult> stepped = dp_->Step(step);
+    absl::StatusOr<optim::DpStepResult> stepped =
+        distributed_step_ ? distributed_step_->Step(step) : dp_->Step(step);
     if (!stepped.ok()) return stepped.status();
     return outcome;
+  }
+
+  // This step's records: one process draws them from the whole set; with several, this
+  // rank Poisson-samples its shard (each example its own record), after the first step's
+  // copy of rank 0's parameters to every rank.
+  absl::StatusOr<optim::MicrobatchedBatch> Records(int64_t step) {
+    if (!distributed_step_) return records_->Next(step, *sample_rng_);
+    if (!synchronized_) {
+      absl::Status synced = distributed_step_->SynchronizeParameters(step);
+      if (!synced.ok()) return synced;
+      synchronized_ = true;
+    }
+    absl::StatusOr<std::vector<int64_t>> sample =
+        PoissonSampleShard(*sample_rng_, task_.train_size, sampling_rate_,
+                           distributed_.rank, distributed_.world_size);
+    if (!sample.ok()) return sample.status();
+    optim::MicrobatchedBatch batch;
+    batch.microbatch_sizes.assign(sample->size(), 1);
+    batch.examples = *std::move(sample);
+    return batch;
   }
 
   absl::StatusOr<nlohmann::json> Evaluate() override {
@@ -183,6 +248,13 @@ class TorchDpTask : public TrainingTask {
   std::optional<optim::StepRecordSampler> records_;
   std::unique_ptr<optim::DpOptimizer> dp_;
   int64_t physical_batch_size_ = 512, microbatch_size_ = 1;
+  DistributedSettings distributed_;
+  double sampling_rate_ = 0;
+  // Several processes only (declared after dp_: destroyed before it).
+  std::unique_ptr<DistributedGroup> group_;
+  std::unique_ptr<DistributedDpStep> distributed_step_;
+  bool synchronized_ = false;
+  int64_t all_reduce_bytes_ = 0;  // per step and rank: the trainable parameters' gradients
 };
 
 }  // namespace
@@ -213,7 +285,7 @@ std::vector<std::string> DpStepPrivacyFlagNames() {
 }
 
 absl::Status RunTorchTraining(const TrainOptions& options, TorchTask task) {
-  TorchDpTask runner(std::move(task));
+  TorchDpTask runner(std::move(task), options.distributed);
   return RunTraining(options, runner);
 }
 

@@ -125,6 +125,10 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
   if (o.resume && o.overwrite) {
     return absl::InvalidArgumentError("give --resume or --overwrite, not both");
   }
+  if (o.distributed.active() && !task.TrainsOnSeveralProcesses()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dpkit train ", o.model, " trains in one process only (--nproc / --world_size must be 1)"));
+  }
   OpenedRun run;
   if (o.resume) {
     absl::StatusOr<Checkpoint> read = ReadCheckpoint(dir, o.model);
@@ -143,6 +147,9 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
         Join(dir, kCheckpointFile), ": the checkpoint's run ",
         run.checkpoint->ledger ? "wrote" : "did not write", " a ledger; refusing to resume"));
   }
+  // Several processes: only rank 0 prepares the directory and writes the ledger; the other
+  // ranks only read a checkpoint (--resume) and train (engine/distributed.h).
+  if (!o.distributed.writer()) return run;
   if (files) {
     absl::Status made = MakeDirs(dir);
     if (!made.ok()) return made;
@@ -172,13 +179,14 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
 absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_step,
                       TrainingTask& task, LedgerSink& sink, EpochReport& report) {
   const bool json = o.format == "json";
+  const bool writer = o.distributed.writer();  // other ranks neither print nor evaluate
   double loss_sum = 0;
   int64_t seen = 0, correct = 0;
   bool classifier = false;
   auto epoch_start = std::chrono::steady_clock::now();
   const int64_t total = plan.total_steps;
   std::optional<ProgressMeter> progress;
-  if (!json) progress.emplace(start_step, total, isatty(fileno(stderr)) != 0, stderr);
+  if (!json && writer) progress.emplace(start_step, total, isatty(fileno(stderr)) != 0, stderr);
   for (int64_t step = start_step; step < total; ++step) {
     const int64_t accounted = sink.steps();
     absl::StatusOr<StepOutcome> outcome = task.Step(step, sink);
@@ -201,6 +209,10 @@ absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_
                        epoch_end);
     }
     if (!epoch_end) continue;
+    if (!writer) {
+      loss_sum = 0, seen = correct = 0;
+      continue;
+    }
     nlohmann::json metrics = {{"train_loss", seen ? loss_sum / static_cast<double>(seen) : 0.0}};
     if (classifier) metrics["train_accuracy"] = seen ? static_cast<double>(correct) / seen : 0.0;
     absl::StatusOr<nlohmann::json> tested = task.Evaluate();
@@ -237,17 +249,23 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
   absl::Status started = task.Start(plan, sink, o.resume, o.output_dir);
   if (!started.ok()) return started;
   int64_t start_step = 0;
+  const bool writer = o.distributed.writer();
   if (run->checkpoint) {
+    // Rank 0 checks the ledger; the other ranks load the same state (the distributed step
+    // then checks that every rank starts at rank 0's step).
     absl::StatusOr<int64_t> resumed_at =
-        CheckResume(*run->checkpoint, o.output_dir, run->ledger_path, task, sink, json);
+        writer ? CheckResume(*run->checkpoint, o.output_dir, run->ledger_path, task, sink, json)
+               : task.Load(o.output_dir);
     if (!resumed_at.ok()) return resumed_at.status();
     start_step = *resumed_at;
   }
   EpochReport report(plan, json, run->ledger_path,
                      o.output_dir.empty() ? "" : Join(o.output_dir, kMetricsFile));
-  report.PrintHeader(task.DescribeThreads(), o.output_dir.empty()
-                                                 ? "no --output_dir"
-                                                 : absl::StrCat("output in ", o.output_dir));
+  if (writer) {
+    report.PrintHeader(task.DescribeThreads(), o.output_dir.empty()
+                                                   ? "no --output_dir"
+                                                   : absl::StrCat("output in ", o.output_dir));
+  }
   absl::Status trained = RunSteps(o, plan, start_step, task, sink, report);
   absl::Status finished = trained.ok() ? task.Finish(plan, plan.total_steps, run->ledger_path)
                                        : trained;
@@ -256,7 +274,7 @@ absl::Status RunTraining(const TrainOptions& o, TrainingTask& task) {
     std::remove(run->ledger_path.c_str());
   }
   if (!finished.ok()) return finished;
-  if (!json) std::printf("done in %.1f s\n", SecondsSince(wall_start));
+  if (!json && writer) std::printf("done in %.1f s\n", SecondsSince(wall_start));
   return absl::OkStatus();
 }
 

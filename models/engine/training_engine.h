@@ -93,6 +93,9 @@ class TrainingTask {
   }
   // A description of the threads for the header line (LibTorch tasks).
   virtual std::string DescribeThreads() const { return ""; }
+  // Whether Step runs the distributed step (engine/distributed.h) when options.distributed
+  // has several ranks; a task that does not is refused then.
+  virtual bool TrainsOnSeveralProcesses() const { return false; }
 };
 
 // For a task that reads privacy-relevant extra flags itself before RunTraining (word2vec's

@@ -241,7 +241,7 @@ absl::StatusOr<DpStepResult> DpOptimizer::Step(int64_t step) {
     const double noise_stddev = noise_stddevs[groups_.group_of_layer[i]];
     for (size_t p = 0; p < params.size(); ++p) {
       torch::Tensor& acc = sums_[i][p];
-      if (noise_stddev > 0) {
+      if (noise_stddev > 0 && options_.draw_noise) {
         // N(0, noise_stddev^2) per coordinate from the secure generator, drawn on the CPU
         // in chunks (no parameter-sized temporary) and added in place.
         torch::Tensor flat = acc.view({-1});

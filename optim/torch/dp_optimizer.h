@@ -58,6 +58,10 @@ struct DpOptimizerOptions {
   std::vector<std::vector<int>> joint_groups;  // kJoint: layer indices per group
   std::vector<double> joint_scales;            // kJoint: scale s_g > 0 per group
   int64_t microbatch_size = 1;                 // k >= 1: a record = the mean of k examples
+  // false: Step() adds no noise (the sampling record still carries sigma). Only for a rank
+  // of a distributed step other than the one that draws the step's noise once for all
+  // ranks (models/engine/distributed.h).
+  bool draw_noise = true;
 };
 
 // What one step did (McMahan et al. 2018, Sec. 3).
