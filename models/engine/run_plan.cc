@@ -89,6 +89,31 @@ absl::Status ApplyCheckpointFlags(const PrivacySettings& resumed,
   return absl::OkStatus();
 }
 
+namespace {
+
+// A flag given with --resume must equal the checkpoint's value (issue 21: a resumed run
+// never changes what the ledger's earlier steps were accounted with).
+absl::Status ResumedSettingsAgree(const TrainOptions& o, const PrivacySettings& resumed,
+                                  const std::string& file) {
+  if (o.batch_size && *o.batch_size != resumed.batch_size) {
+    return Contradicts("batch_size", absl::StrCat(*o.batch_size),
+                       absl::StrCat(resumed.batch_size), file);
+  }
+  if (o.clip_norm && *o.clip_norm != resumed.clip_norm) {
+    return Contradicts("clip_norm", Number(*o.clip_norm), Number(resumed.clip_norm), file);
+  }
+  if (o.given_flags.count("delta") && o.delta != resumed.delta) {
+    return Contradicts("delta", Number(o.delta), Number(resumed.delta), file);
+  }
+  if (o.noise_multiplier && *o.noise_multiplier != resumed.noise_multiplier) {
+    return Contradicts("noise_multiplier", Number(*o.noise_multiplier),
+                       Number(resumed.noise_multiplier), file);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, int64_t n,
                                 const std::vector<std::string>& privacy_flags,
                                 const PrivacySettings* resumed, const std::string& file) {
@@ -115,20 +140,8 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
   p.clip_norm = o.clip_norm.value_or(d.clip_norm);
   p.delta = o.given_flags.count("delta") ? o.delta : d.delta;
   if (resumed != nullptr) {
-    if (o.batch_size && *o.batch_size != resumed->batch_size) {
-      return Contradicts("batch_size", absl::StrCat(*o.batch_size),
-                         absl::StrCat(resumed->batch_size), file);
-    }
-    if (o.clip_norm && *o.clip_norm != resumed->clip_norm) {
-      return Contradicts("clip_norm", Number(*o.clip_norm), Number(resumed->clip_norm), file);
-    }
-    if (o.given_flags.count("delta") && o.delta != resumed->delta) {
-      return Contradicts("delta", Number(o.delta), Number(resumed->delta), file);
-    }
-    if (o.noise_multiplier && *o.noise_multiplier != resumed->noise_multiplier) {
-      return Contradicts("noise_multiplier", Number(*o.noise_multiplier),
-                         Number(resumed->noise_multiplier), file);
-    }
+    absl::Status agree = ResumedSettingsAgree(o, *resumed, file);
+    if (!agree.ok()) return agree;
     p.batch_size = resumed->batch_size;
     p.clip_norm = resumed->clip_norm;
     p.delta = resumed->delta;
