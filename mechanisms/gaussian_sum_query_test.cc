@@ -1,14 +1,14 @@
-#include "mechanisms/gaussian_sum_query.h"
+#include "dpkit/mechanisms/gaussian_sum_query.h"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "accounting/ledger.h"
+#include "dpkit/accounting/ledger.h"
 #include "gtest/gtest.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 namespace {

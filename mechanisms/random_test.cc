@@ -1,4 +1,4 @@
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 #include <openssl/evp.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

@@ -1,10 +1,10 @@
-#include "mechanisms/sparse_vector.h"
+#include "dpkit/mechanisms/sparse_vector.h"
 
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 namespace {

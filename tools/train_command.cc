@@ -12,10 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/trainer_registry.h"
-#include "tools/cli.h"
-#include "tools/command.h"
-#include "tools/common_flags.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/command.h"
+#include "dpkit/tools/common_flags.h"
 
 ABSL_FLAG(double, learning_rate, 0.0, "learning rate (default: the model's paper setting)");
 ABSL_FLAG(double, clip_norm, 0.0, "per-example L2 clipping norm C (default: per model)");

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 namespace dpkit::tools {
 namespace {

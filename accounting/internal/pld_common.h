@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 
