@@ -25,6 +25,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 BLOCK = re.compile(r"<!-- figures:([a-z0-9_]+) -->(.*?)<!-- /figures -->", re.DOTALL)
@@ -134,15 +135,16 @@ def gdp_experiments(dpkit):
 # --- measured blocks -----------------------------------------------------------------
 
 def run_measured(argv):
-    """(wall seconds, peak RSS in MB) of one process."""
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit("%s exited %d" % (" ".join(argv), proc.returncode))
-    return wall, usage.ru_maxrss / 1024.0
+    """(wall seconds, peak RSS in MB) of one process, through GNU time: a child forked from
+    Python would report Python's own resident size (Linux keeps the peak across exec)."""
+    if not os.path.exists("/usr/bin/time"):
+        raise SystemExit("measuring needs /usr/bin/time (Debian package `time`)")
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        start = time.monotonic()
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, *argv], check=True,
+                       stdout=subprocess.DEVNULL)
+        wall = time.monotonic() - start
+        return wall, int(report.read().split()[-1]) / 1024.0
 
 
 def machine():
