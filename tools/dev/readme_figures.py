@@ -225,8 +225,9 @@ MEASURED = {"accounting_timings": (lambda dpkit, root: accounting_timings(dpkit)
             "main_job": (main_job, main_job_shape)}
 
 
-def process(text, dpkit, root, write):
-    """Returns (new text, problems). Unknown block names are problems."""
+def process(text, dpkit, root, write, only=None):
+    """Returns (new text, problems). Unknown block names are problems. With `only`, --write
+    measures only the measured blocks named there (the others are checked)."""
     problems = []
 
     def replace(m):
@@ -239,7 +240,7 @@ def process(text, dpkit, root, write):
         elif name in MEASURED:
             measure, shape = MEASURED[name]
             new = body
-            if write:
+            if write and (not only or name in only):
                 try:
                     new = measure(dpkit, root)
                 except FileNotFoundError as missing:
@@ -261,6 +262,8 @@ def main(argv):
     mode.add_argument("--check", action="store_true", help="exit 1 if a block is stale")
     parser.add_argument("--readme", action="append",
                         help="file with figures blocks (repeatable; default: README.md)")
+    parser.add_argument("--only", action="append",
+                        help="--write: re-measure only this measured block (repeatable)")
     parser.add_argument("--dpkit", default=None, help="default: bazel-bin/tools/dpkit")
     args = parser.parse_args(argv)
     root = repo_root()
@@ -270,7 +273,7 @@ def main(argv):
         with open(readme, encoding="utf-8") as fh:
             text = fh.read()
         blocks = BLOCK.findall(text)
-        new, problems = process(text, dpkit, root, args.write)
+        new, problems = process(text, dpkit, root, args.write, args.only)
         for p in problems:
             print("%s: %s" % (readme, p))
         failed = failed or bool(problems)
