@@ -50,6 +50,7 @@ using pld_internal::DeltaCurve;
 using pld_internal::Direction;
 using pld_internal::GridOptions;
 using pld_internal::kMaxGridPoints;
+using pld_internal::operator""_ld;
 using pld_internal::kUnit;
 using pld_internal::ld;
 using pld_internal::Pmf;
@@ -366,7 +367,7 @@ bool Refine(const Event& event, const Query& query, const PldOptions& options,
     const ld gap = current.upper - current.lower;
     if (!std::isfinite(current.upper) || current.upper <= 0 || gap <= wanted) break;
     double factor = static_cast<double>(
-        std::max<ld>(0.7L * std::sqrt(wanted / gap), 1.0L / 30));
+        std::max<ld>(0.7_ld * std::sqrt(wanted / gap), 1.0_ld / 30));
     // A grid past kRefinementPoints is not tried; refine as far as it allows instead
     // (stop only where that is less than a 0.8x step).
     factor = std::max(factor, static_cast<double>(current.points) / kRefinementPoints);
@@ -376,7 +377,7 @@ bool Refine(const Event& event, const Query& query, const PldOptions& options,
     finer.discretization_interval = current.h * factor;
     auto refined = CertifiedBoundsOnGrid(event, query, finer, tail_budget, with_delta0);
     if (!refined.ok()) break;
-    const bool progress = refined->upper - refined->lower < 0.8L * gap;
+    const bool progress = refined->upper - refined->lower < 0.8_ld * gap;
     // Both results are certified: keep the tighter side of each.
     KeepTighter(current, &*refined);
     *bounds = refined;
@@ -447,7 +448,7 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
                  FormatDouble(delta)};
   }
   const Query query{Query::Kind::kEpsilonAtDelta, delta};
-  auto raw = CertifiedBounds(event, query, options, static_cast<ld>(delta) * 1e-7L,
+  auto raw = CertifiedBounds(event, query, options, static_cast<ld>(delta) * 1e-7_ld,
                              options.with_delta0);
   if (!raw.ok()) return raw.error_value();
   EpsilonBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
@@ -477,7 +478,7 @@ Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOption
     return Error{"epsilon must be finite and >= 0, got " + FormatDouble(epsilon)};
   }
   const Query query{Query::Kind::kDeltaAtEpsilon, epsilon};
-  auto raw = CertifiedBounds(event, query, options, 1e-30L);
+  auto raw = CertifiedBounds(event, query, options, 1e-30_ld);
   if (!raw.ok()) return raw.error_value();
   DeltaBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   if (raw->upper > 0) out.delta_upper = std::min(1.0, std::nextafter(out.delta_upper, 2.0));
@@ -493,7 +494,7 @@ Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event, dou
   if (!(tail_mass > 0 && tail_mass <= 0.01)) {
     return Error{"tail_mass must be in (0, 0.01], got " + FormatDouble(tail_mass)};
   }
-  auto prepared = Prepare(event, Grid(options), static_cast<ld>(tail_mass) * 1e-3L);
+  auto prepared = Prepare(event, Grid(options), static_cast<ld>(tail_mass) * 1e-3_ld);
   if (!prepared.ok()) return prepared.error_value();
   for (Direction dir : {Direction::kRemove, Direction::kAdd}) {
     if (dir == Direction::kAdd && prepared->symmetric) continue;

@@ -6,13 +6,18 @@ Reads every benchmarks/gate/*.json and checks, per entry:
                 run must not exceed baseline * max_ratio;
   ratio         numerator/denominator of one metric, both measured in the same process,
                 must lie within [min, max];
-  file_size     a built file must not exceed baseline * max_ratio bytes.
+  file_size     a built file must not exceed baseline * max_ratio bytes;
+  web_ratio     CPU seconds of the browser calculator's requests in Node's WebAssembly
+                (web/tests/timing.js) over the same requests natively (benchmarks/web_timing,
+                the same HandleRequest), both run by the gate in the same run: must lie
+                within [min, max].
 Prints one line per check and a closing 'N passed, N failed' line; exits 1 on a failure.
 With --record (for a deliberate baseline update; never fails): prints the measured values,
 writes each changed instructions/file_size value as the check's new baseline in its
 benchmarks/gate/*.json, and appends a row (commit, date, figure, value) to
 benchmarks/history.csv for every tracked figure whose value differs from its last row there
-(the trend of each figure; --only restricts both to the checks it matches).
+(the trend of each figure; --only restricts both to the checks it matches), then redraws
+benchmarks/trend/*.svg from the history (benchmarks/trend.py).
 """
 import argparse
 import csv
@@ -24,6 +29,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import trend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HISTORY = os.path.join(ROOT, "benchmarks", "history.csv")
@@ -77,6 +84,29 @@ def run_ratio(check):
             raise RuntimeError("pattern %s matched %d benchmarks" % (regex, len(found)))
         return found[0]
     return pick(check["numerator"]) / pick(check["denominator"])
+
+
+def timed_requests(cmd, count):
+    """CPU seconds per request of a web_timing / timing.js run (one JSON line each)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(" ".join(cmd[:2]) + " failed: " + proc.stderr[-500:])
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    if len(lines) != count:
+        raise RuntimeError("%s answered %d of %d requests" % (cmd[0], len(lines), count))
+    for line in lines:
+        if not line["reply"] or not line["reply"].get("ok"):
+            raise RuntimeError("request failed: " + json.dumps(line["reply"])[:300])
+    return [line["cpu_seconds"] for line in lines]
+
+
+def run_web_ratio(check):
+    requests = [json.dumps(r) for r in check["requests"]]
+    reps = "--repetitions=" + str(check.get("repetitions", 3))
+    native = timed_requests([bazel_bin(check["native"]), reps] + requests, len(requests))
+    wasm = timed_requests(["node", os.path.join(ROOT, check["script"]), reps] + requests,
+                          len(requests))
+    return sum(wasm) / sum(native)
 
 
 def last_recorded():
@@ -151,6 +181,11 @@ def main():
                     lo, hi = check.get("min", float("-inf")), check.get("max", float("inf"))
                     ok = lo <= value <= hi
                     detail = "ratio %.3f (allowed [%s, %s])" % (value, lo, hi)
+                elif kind == "web_ratio":
+                    value = run_web_ratio(check)
+                    lo, hi = check.get("min", float("-inf")), check.get("max", float("inf"))
+                    ok = lo <= value <= hi
+                    detail = "WebAssembly/native CPU %.3f (allowed [%s, %s])" % (value, lo, hi)
                 elif kind == "file_size":
                     value = os.path.getsize(os.path.join(ROOT, check["path"]))
                     limit = check["baseline"] * check.get("max_ratio", 1.20)
@@ -165,7 +200,7 @@ def main():
                 print("%-40s %s" % (name, detail))
                 if value is None:
                     continue
-                if kind != "ratio" and value != check["baseline"]:
+                if kind not in ("ratio", "web_ratio") and value != check["baseline"]:
                     updates.append((name, value))
                 if last.get(name) != format_value(value):
                     history_rows.append([commit, date, name, format_value(value)])
@@ -177,6 +212,8 @@ def main():
                 failed += 1
         if args.record:
             record(path, updates, history_rows)
+    if args.record and os.path.exists(HISTORY):
+        trend.write_charts(HISTORY, trend.OUT)  # the SVG trend of every tracked figure
     if not args.record:
         print("gate: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -28,8 +28,8 @@ struct Case {
 
 constexpr double kTableQ = 256.0 / 60000;
 
-// 0-5: issue 16's table; 6-8: Table 1 rows 1-3 (15, 60, 45 epochs; row 2 is case 0 too,
-// kept under its own index so that the Table 1 rows are complete).
+// 0-5: issue 16's table; 6-10: Table 1 rows 1-5 (15, 60, 45, 62, 68 epochs; row 2 is case 0
+// too, kept under its own index so that the Table 1 rows are complete; row 6 is case 1).
 constexpr Case kCases[] = {
     {kTableQ, 1.1, 14063, 1e-5},    // 0: Table 1 row 2
     {kTableQ, 0.5, 23438, 1e-5},    // 1: Table 1 row 6
@@ -40,6 +40,8 @@ constexpr Case kCases[] = {
     {kTableQ, 1.3, 3516, 1e-5},     // 6: Table 1 row 1
     {kTableQ, 1.1, 14063, 1e-5},    // 7: Table 1 row 2
     {kTableQ, 0.7, 10547, 1e-5},    // 8: Table 1 row 3
+    {kTableQ, 0.6, 14532, 1e-5},    // 9: Table 1 row 4 (62 epochs)
+    {kTableQ, 0.55, 15938, 1e-5},   // 10: Table 1 row 5 (68 epochs)
 };
 constexpr int kNumCases = sizeof(kCases) / sizeof(kCases[0]);
 
@@ -56,12 +58,26 @@ ReportOptions PldReportOptions() {
   return options;
 }
 
+// The certified interval as counters (benchmarks/pld_peer_table.py prints them beside the
+// peers' figures): eps_upper, eps_lower and the gap in percent of the upper bound.
+void SetBoundCounters(double upper, double lower, benchmark::State* state) {
+  state->counters["eps_upper"] = upper;
+  state->counters["eps_lower"] = lower;
+  state->counters["gap_pct"] = upper > 0 ? 100 * (upper - lower) / upper : 0;
+}
+
 void BM_PldCase(benchmark::State& state) {
   const Event event = CaseEvent(state.range(0));
+  double upper = 0, lower = 0;
   for (auto _ : state) {
     auto bounds = PldEpsilon(event, kCases[state.range(0)].delta);
     benchmark::DoNotOptimize(bounds);
+    if (bounds.ok()) {
+      upper = bounds->epsilon_upper;
+      lower = bounds->epsilon_lower;
+    }
   }
+  SetBoundCounters(upper, lower, &state);
 }
 BENCHMARK(BM_PldCase)->DenseRange(0, kNumCases - 1)->Unit(benchmark::kMillisecond);
 

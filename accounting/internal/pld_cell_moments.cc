@@ -58,14 +58,9 @@ namespace dpkit::accounting::pld_internal {
 
 namespace {
 
-// The quadrature's arithmetic: long double, except under Emscripten, whose long double
-// arithmetic is software binary128 while its functions compute in double anyway (see
-// kLdUnit, whose double-sized unit then also covers double arithmetic).
-#if defined(__EMSCRIPTEN__)
-using QuadFloat = double;
-#else
+// The quadrature's arithmetic: ld (long double natively, double under Emscripten, where
+// long double arithmetic is software binary128; accounting/internal/pld_real.h).
 using QuadFloat = ld;
-#endif
 
 }  // namespace
 
@@ -76,7 +71,7 @@ const GaussLegendreRule& GlRule(int r) {
       GaussLegendreRule g{};
       g.n = n;
       for (int i = 0; i < n; ++i) {
-        ld x = std::cos(static_cast<ld>(M_PI) * (i + 0.75L) / (n + 0.5L));
+        ld x = std::cos(static_cast<ld>(M_PI) * (i + 0.75_ld) / (n + 0.5_ld));
         ld derivative = 1;
         for (int iter = 0; iter < 60; ++iter) {
           ld p0 = 1, p1 = x;  // P_{k-1}, P_k
@@ -98,9 +93,9 @@ const GaussLegendreRule& GlRule(int r) {
       }
       if (n % 2 == 1) g.node[n / 2] = 0;
       for (int k = 1; k <= kRhoSteps; ++k) {
-        const ld rho = std::ldexp(1.0L, k);
+        const ld rho = std::ldexp(1.0_ld, k);
         g.trunc_log[k - 1] = std::log1p((rho + 1 / rho) / 2) - std::log1p(-1 / (rho * rho)) -
-                             2 * n * k * std::log(2.0L);
+                             2 * n * k * std::log(2.0_ld);
       }
       out.push_back(g);
     }
@@ -110,7 +105,7 @@ const GaussLegendreRule& GlRule(int r) {
 }
 
 bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMoments* out) {
-  const ld zu = s * u - 0.5L / s;
+  const ld zu = s * u - 0.5_ld / s;
   const ld w = s * (v - u);
   const ld beta = -zu;
   // |z| <= 36: phi(z) > 1e-282, far from underflow also where the long double functions
@@ -141,7 +136,7 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
     }
     if (!(best < 600)) return std::numeric_limits<ld>::infinity();
     // The log-domain sum carries at most ~700 |terms| ulps: (1 + 1e-9) covers its exp.
-    return static_cast<ld>(std::exp(best)) * (w / 2) * (w / 2) * 64 / (15 * s) * (1 + 1e-9L);
+    return static_cast<ld>(std::exp(best)) * (w / 2) * (w / 2) * 64 / (15 * s) * (1 + 1e-9_ld);
   };
   const ld phi_u = std::exp(-zu * zu / 2) / std::sqrt(2 * static_cast<ld>(M_PI));
   ld sc = 0, sd = 0, trunc = 0;
@@ -163,12 +158,12 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
     sc = qc;
     sd = qd;
     trunc = truncation(g);
-    if (trunc <= 1e-3L * target * std::min(sc, sd) * (w / 2)) break;
+    if (trunc <= 1e-3_ld * target * std::min(sc, sd) * (w / 2)) break;
   }
   if (!(trunc < std::numeric_limits<ld>::infinity())) return false;
   const ld c = phi_u * w / 2 * sc;
   const ld d = phi_u * w / 2 * sd;
-  trunc *= phi_u * (1 + 1e-10L);
+  trunc *= phi_u * (1 + 1e-10_ld);
   const ld rel = 64 * kLdUnit * (8 + std::fabs(beta) * w + w * w + zu * zu) + 256 * kLdUnit;
   // Endpoint errors.
   const ld e_u = s * u_err + 4 * kLdUnit * (s * std::fabs(u) + 1 / s);
@@ -184,8 +179,8 @@ bool GaussianCellMoments(ld s, ld u, ld u_err, ld v, ld v_err, ld target, CellMo
   const ld dd = phi_max * (w_wide / s) * grow * (e_u + e_v);
   out->c = c;
   out->d = d;
-  out->c_err = (trunc + rel * c + dc) * 1.01L + 4 * LDBL_MIN;
-  out->d_err = (trunc + rel * d + dd) * 1.01L + 4 * LDBL_MIN;
+  out->c_err = (trunc + rel * c + dc) * 1.01_ld + 4 * kLdMin;
+  out->d_err = (trunc + rel * d + dd) * 1.01_ld + 4 * kLdMin;
   return true;
 }
 
@@ -222,12 +217,12 @@ bool GaussianLossCellMoments(const Mechanism& m, Direction dir, ld l_a, const Lo
 }
 
 #if defined(__EMSCRIPTEN__)
-constexpr ld kQuadratureBudget = 1e-6L;
+constexpr ld kQuadratureBudget = 1e-6_ld;
 #else
-constexpr ld kQuadratureBudget = 1e-4L;
+constexpr ld kQuadratureBudget = 1e-4_ld;
 #endif
 ld QuadratureTrigger(double steps) {
-  return std::clamp<ld>(kQuadratureBudget / std::max(steps, 1.0), 1e-12L, 1e-8L);
+  return std::clamp<ld>(kQuadratureBudget / std::max(steps, 1.0), 1e-12_ld, 1e-8_ld);
 }
 
 }  // namespace dpkit::accounting::pld_internal

@@ -1,5 +1,5 @@
 // Shared vocabulary of the PLD accountant's internal steps (accounting/pld.cc drives them):
-// the long double arithmetic and its rounding units, the grid limits, the mechanisms
+// the arithmetic type ld and its rounding units (pld_real.h), the grid limits, the mechanisms
 // (components) of a flattened event, the directions and bounds, and the PMF types the
 // steps hand to each other.
 //
@@ -23,25 +23,13 @@
 #include <tuple>
 #include <vector>
 
+#include "dpkit/accounting/internal/pld_real.h"
 #include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 
-using ld = long double;
-
-// The unit of the long double rounding errors that the bounds allow for. Under Emscripten
-// long double is IEEE binary128, but its libm (musl) computes the long double exp, expm1,
-// log, log1p, erfc, ... in double: the argument is rounded to double and the result is a
-// double. Every allowance of the PLD code is a multiple of this unit (relative errors of
-// a few units per function, and |argument| units where an argument carries rounding), so
-// there the unit is that of double, doubled for the two roundings (argument and result).
-#if defined(__EMSCRIPTEN__)
-constexpr ld kLdUnit = DBL_EPSILON;
-#else
-constexpr ld kLdUnit = LDBL_EPSILON / 2;
-#endif
 constexpr double kUnit = DBL_EPSILON / 2;
-// Error allowance for a CDF value computed in long double (erfc, exp, threshold).
+// Error allowance for a CDF value computed in ld (erfc, exp, threshold).
 constexpr ld kCdfUlps = 256;
 // Largest number of grid points of one component (about 270 bytes each while it is
 // built) and of the FFT window (about 150 bytes each): a few hundred MB at most, and
@@ -50,8 +38,10 @@ constexpr int64_t kMaxGridPoints = int64_t{1} << 21;
 constexpr int64_t kMaxWindowPoints = int64_t{1} << 22;
 // Largest |privacy loss| a component's grid covers: e^{kMaxLoss} must stay far below
 // LDBL_MAX ~ e^{11356}. Losses beyond it are certified as described in
-// BuildContinuousPmfs; an epsilon above it is reported as +inf.
-constexpr long double kMaxLoss = 10000;
+// BuildContinuousPmfs; an epsilon above it is reported as +inf. (Under Emscripten ld is
+// double, whose exp overflows from e^709.78 on, as musl's long double exp did before:
+// the steps test isfinite where that can happen, and the calculator limits epsilon to 600.)
+constexpr ld kMaxLoss = 10000;
 
 // The error for a grid that would exceed those limits: code ErrorCode::kGridLimit with the
 // points needed, so that the driver (CertifiedBounds) retries on a coarser grid. The

@@ -95,19 +95,19 @@ CellBounds CellsFromTails(const Mechanism& m, Direction dir, double h, ld tail, 
   const ld trigger = QuadratureTrigger(steps);
   // A cell whose moments' uncertainty moves less P-mass than a hundredth of the tail
   // budget spread over all cells is left as it is.
-  const ld negligible = 0.01L * tail / static_cast<ld>(n) * std::expm1(static_cast<ld>(h));
+  const ld negligible = 0.01_ld * tail / static_cast<ld>(n) * std::expm1(static_cast<ld>(h));
   ld xi = 1;
   for (int64_t i = 0; i < n; ++i) {
     // Cell (eps_i, eps_{i+1}]: P-mass A, Q-mass B from the smaller tail of each pair.
     ld A, eA, B, eB;
-    if (t[i].sp <= 0.5L) {
+    if (t[i].sp <= 0.5_ld) {
       A = t[i].sp - t[i + 1].sp;
       eA = kCdfUlps * kLdUnit * (t[i].sp + t[i + 1].sp);
     } else {
       A = t[i + 1].fp - t[i].fp;
       eA = kCdfUlps * kLdUnit * (t[i].fp + t[i + 1].fp);
     }
-    if (t[i].sq <= 0.5L) {
+    if (t[i].sq <= 0.5_ld) {
       B = t[i].sq - t[i + 1].sq;
       eB = kCdfUlps * kLdUnit * (t[i].sq + t[i + 1].sq);
     } else {
@@ -175,7 +175,7 @@ Result<void> BuildContinuousPmfs(const Mechanism& m, Direction dir, double h, ld
       options.lo_fixed ? 0 : t[0].fp * (1 + kCdfUlps * kLdUnit) + t[0].p_err;
   const ld above_mass = options.hi_fixed
                             ? 0
-                            : t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * LDBL_MIN;
+                            : t[n].sp * (1 + kCdfUlps * kLdUnit) + t[n].p_err + 8 * kLdMin;
   CellsToPmfs(lo, h, cells, below_mass,  // mass <= eps_0 moves up
               above_mass, upper, lower, options.lower_alt);
   return OkResult();
@@ -324,7 +324,7 @@ void BuildRandomizedResponsePmfs(const Mechanism& m, double h, Pmf* upper, Pmf* 
     // Weight to the upper end b = a + 1: (e^{-a} - e^{-l}) / (e^{-a} - e^{-b}).
     const ld wb = frac <= 0 ? 0 : -std::expm1(-frac) / -std::expm1(-static_cast<ld>(h));
     upper->mass[a - lo] += w * (1 - wb) * (1 + 8 * kLdUnit);
-    upper->mass[a + 1 - lo] += w * wb * (1 + 8 * kLdUnit) + 4 * LDBL_MIN;
+    upper->mass[a + 1 - lo] += w * wb * (1 + 8 * kLdUnit) + 4 * kLdMin;
     lower->mass[a - lo] += w * (1 - 8 * kLdUnit);
   }
 }

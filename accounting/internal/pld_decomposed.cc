@@ -26,25 +26,25 @@ Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound) {
     ld a_out = a.infinity_mass, b_out = b.infinity_mass;  // +inf or below 1e-150
     for (const ld v : a.mass) {
       a_all += v;
-      if (!(v > 1e-150L)) a_out += std::max<ld>(v, 0);
+      if (!(v > 1e-150_ld)) a_out += std::max<ld>(v, 0);
     }
     for (const ld v : b.mass) {
       b_all += v;
-      if (!(v > 1e-150L)) b_out += std::max<ld>(v, 0);
+      if (!(v > 1e-150_ld)) b_out += std::max<ld>(v, 0);
     }
     out.infinity_mass = (a_out * b_all + b_out * a_all) * (1 + 8 * kLdUnit);
   }
   if (a.mass.empty() || b.mass.empty()) return out;
   const int64_t na = static_cast<int64_t>(a.mass.size());
   const int64_t nb = static_cast<int64_t>(b.mass.size());
-  if (static_cast<ld>(na) * static_cast<ld>(nb) > 4e9L) {
+  if (static_cast<ld>(na) * static_cast<ld>(nb) > 4e9_ld) {
     return Error{"direct convolution too large"};
   }
   out.min_index = a.min_index + r * b.min_index;
   // In double: masses below 1e-150 are dropped (so no product underflows), the rest
   // rounded to double (relative error u each), products and sums of non-negative terms
   // (relative error below (nb + 2) u in all), all covered by the allowance below.
-  auto to_double = [](ld v) { return v > 1e-150L ? static_cast<double>(v) : 0.0; };
+  auto to_double = [](ld v) { return v > 1e-150_ld ? static_cast<double>(v) : 0.0; };
   std::vector<double> ad(na), sum(na + r * (nb - 1), 0.0);
   for (int64_t i = 0; i < na; ++i) ad[i] = to_double(a.mass[i]);
   for (int64_t j = 0; j < nb; ++j) {
@@ -92,7 +92,7 @@ ld LossQuantile(const Mechanism& m, Direction dir, ld p) {
   auto above = [&](ld l) { return LossTailsAt(m, dir, l).sp; };  // P(L > l)
   return Bisect<ld>(
              -kMaxLoss, kMaxLoss, [&](ld mid) { return !(above(mid) > p); },
-             [](ld lo, ld hi) { return !(hi - lo > 1e-12L * (1 + std::fabs(hi))); }, 200)
+             [](ld lo, ld hi) { return !(hi - lo > 1e-12_ld * (1 + std::fabs(hi))); }, 200)
       .hi;
 }
 
@@ -112,9 +112,9 @@ Result<std::optional<DecompositionGrids>> ChooseDecompositionGrids(const Decompo
   const Mechanism& m = in.m;
   const Direction dir = in.dir;
   const bool upper = bound == Bound::kUpper;
-  const ld tau0 = LossQuantile(m, dir, 0.005L / static_cast<ld>(t0));
-  const ld q10 = LossQuantile(m, dir, 0.9L), q90 = LossQuantile(m, dir, 0.1L);
-  const ld lower_end = LossQuantile(m, dir, 1 - 1e-9L);
+  const ld tau0 = LossQuantile(m, dir, 0.005_ld / static_cast<ld>(t0));
+  const ld q10 = LossQuantile(m, dir, 0.9_ld), q90 = LossQuantile(m, dir, 0.1_ld);
+  const ld lower_end = LossQuantile(m, dir, 1 - 1e-9_ld);
   ld h_f = std::min<ld>(in.h_pess, (q90 - q10) / 64);
   // At most 2^20 fine cells up to tau.
   h_f = std::max<ld>(h_f, (tau0 - lower_end) / 1048576);
@@ -204,8 +204,8 @@ Result<void> SplitBulkAndTail(const DecompositionInput& in, int64_t t0, ld hint,
   // tenth of the tolerance times delta (estimated by the target or the upper bound).
   const ld lambda_t = static_cast<ld>(t0) * std::max<ld>(tail_mass, 0);
   const ld delta_estimate =
-      d->query.at_epsilon() ? std::max<ld>(hint, 1e-300L) : static_cast<ld>(d->query.value);
-  const ld wanted = 0.1L * static_cast<ld>(in.tolerance) * delta_estimate;
+      d->query.at_epsilon() ? std::max<ld>(hint, 1e-300_ld) : static_cast<ld>(d->query.value);
+  const ld wanted = 0.1_ld * static_cast<ld>(in.tolerance) * delta_estimate;
   int kmax = 0;
   {
     ld term = lambda_t;  // (T0 p)^{K+1}/(K+1)!
@@ -234,10 +234,10 @@ Result<void> SplitBulkAndTail(const DecompositionInput& in, int64_t t0, ld hint,
     d->tail_power[k] = std::move(*next);
   }
   d->stage.required =
-      std::max<ld>(1e-2L * in.tolerance /
-                       (static_cast<ld>(in.total / t0 + 1) * 4194304.0L), 1e-300L);
-  d->stage.log_above_allowed = std::log(1e-4L * in.tolerance) -
-                               std::log(in.total / t0 + 2.0L) + std::log(delta_estimate);
+      std::max<ld>(1e-2_ld * in.tolerance /
+                       (static_cast<ld>(in.total / t0 + 1) * 4194304.0_ld), 1e-300_ld);
+  d->stage.log_above_allowed = std::log(1e-4_ld * in.tolerance) -
+                               std::log(in.total / t0 + 2.0_ld) + std::log(delta_estimate);
   return OkResult();
 }
 

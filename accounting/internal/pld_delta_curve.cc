@@ -50,7 +50,7 @@ constexpr ld kOffsetLoss = 64;
 constexpr ld kTinyNormal = DBL_MIN;
 #else
 constexpr ld kOffsetLoss = 8192;
-constexpr ld kTinyNormal = LDBL_MIN;
+constexpr ld kTinyNormal = kLdMin;
 #endif
 
 DeltaCurve MakeCurve(const Composed& c, Bound bound) {
@@ -186,7 +186,7 @@ ld EpsilonFor(const DeltaCurve& c, ld delta, ld start_hint) {
     if (DeltaAt(c, hi) > delta) return std::numeric_limits<ld>::infinity();
     return Bisect<ld>(
                0, hi, [&](ld mid) { return DeltaAt(c, mid) <= delta; },
-               [](ld lo, ld hi) { return !(hi - lo > 1e-13L * std::max<ld>(1, hi)); }, 200)
+               [](ld lo, ld hi) { return !(hi - lo > 1e-13_ld * std::max<ld>(1, hi)); }, 200)
         .hi;
   }
   if (c.infinity_mass > delta) return std::numeric_limits<ld>::infinity();

@@ -86,7 +86,7 @@ Result<Prepared> Prepare(const Event& event, const GridOptions& options, ld tail
   for (const auto& [m, count] : flat) {
     if (m.base != Base::kRandomizedResponse && m.sampling_rate < 1) out.symmetric = false;
   }
-  out.tail = std::max<ld>(tail_budget / std::max(total, 1.0), 1e-300L);
+  out.tail = std::max<ld>(tail_budget / std::max(total, 1.0), 1e-300_ld);
   return out;
 }
 

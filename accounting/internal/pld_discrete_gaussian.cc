@@ -49,7 +49,7 @@ BaseTails DiscreteGaussianBaseTails(const DiscreteGaussianTails& dg, ld sigma, l
   ld k = inclusive ? std::ceil(tau) : std::floor(tau) + 1;
   const ld m = std::nearbyint(tau);
   const bool near = std::fabs(tau - m) <= tau_err;
-  const bool representable = std::fabs(tau) < 0x1p62L && tau_err < 0.25L;
+  const bool representable = std::fabs(tau) < 0x1p62_ld && tau_err < 0.25_ld;
   const bool exact = t_err == 0 && representable;
   if (near && exact) {
     // k is m or m + 1: the first integer whose loss is above t (at or above: inclusive).

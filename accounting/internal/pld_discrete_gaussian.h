@@ -44,7 +44,7 @@ class DiscreteGaussianTails {
 
   explicit DiscreteGaussianTails(ld sigma) : sigma_(sigma) {
     if (sigma_ <= kDirectSigma) {
-      const int64_t j = static_cast<int64_t>(std::ceil(150.4L * sigma_)) + 1;
+      const int64_t j = static_cast<int64_t>(std::ceil(150.4_ld * sigma_)) + 1;
       suffix_.assign(j + 2, 0);  // suffix_[k] = sum_{x=k}^{j} f(x), k in [1, j]
       const ld inv = 1 / (2 * sigma_ * sigma_);
       ld sum = 0;
@@ -55,7 +55,7 @@ class DiscreteGaussianTails {
       }
       const ld next = static_cast<ld>(j + 1);
       beyond_ = std::exp(-next * next * inv) / -std::expm1(-(2 * next + 1) * inv);
-      beyond_ = beyond_ * (1 + 1e-10L) + 4 * LDBL_MIN;
+      beyond_ = beyond_ * (1 + 1e-10_ld) + 4 * kLdMin;
       // Recursive summation of j positive terms (j ulps), each an exp of an argument
       // a <= 11400 computed to 3 ulps (so 3 a + 2 ulps of the term).
       suffix_rel_ = (static_cast<ld>(j) + 4 * 11400 + 16) * kLdUnit;
@@ -89,7 +89,7 @@ class DiscreteGaussianTails {
   // An upper bound on P(X = x).
   ld PmfUpper(ld x) const {
     const ld y = x / sigma_;
-    return std::exp(-y * y / 2) / z_ * (1 + 1e-12L) + 4 * LDBL_MIN;
+    return std::exp(-y * y / 2) / z_ * (1 + 1e-12_ld) + 4 * kLdMin;
   }
   // A lower bound on P(X = x) (exp of -y^2/2 to (1.5 y^2 + 1) ulps, Z to z_err).
   ld PmfLower(ld x) const {
@@ -122,11 +122,11 @@ class DiscreteGaussianTails {
       const ld d3 = -(y * y * y - 3 * y) * f / s3;  // f'''(a)
       u = integral + f / 2 - d1 / 12 + d3 / 720;
       const ld main = integral + f / 2 + std::fabs(d1) / 12 + std::fabs(d3) / 720;
-      u_err = 2.2e-4L * FourthDerivativeVariation(y) / (s3 * sigma_) * 1.01L +
-              kCdfUlps * kLdUnit * (1 + y * y) * main + 4 * LDBL_MIN;
+      u_err = 2.2e-4_ld * FourthDerivativeVariation(y) / (s3 * sigma_) * 1.01_ld +
+              kCdfUlps * kLdUnit * (1 + y * y) * main + 4 * kLdMin;
     }
     *value = u / z_;
-    *err = (u_err + *value * z_err_) / z_ * (1 + 1e-10L) + 4 * kLdUnit * *value;
+    *err = (u_err + *value * z_err_) / z_ * (1 + 1e-10_ld) + 4 * kLdUnit * *value;
   }
 
   // Total variation of g(y) = He_4(y) e^{-y^2/2} on [y0, inf), y0 >= 0.
@@ -145,7 +145,7 @@ class DiscreteGaussianTails {
         prev = v;
       }
     }
-    return (tv + std::fabs(prev)) * (1 + 1e-12L);  // g -> 0 at infinity
+    return (tv + std::fabs(prev)) * (1 + 1e-12_ld);  // g -> 0 at infinity
   }
 
   ld sigma_;

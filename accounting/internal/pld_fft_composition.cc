@@ -55,7 +55,7 @@ ld LogMgf(const Pmf& pmf, double h, ld t) {
     const double e = static_cast<double>(pmf.log_mass[i]) + base + step * static_cast<double>(i);
     if (e > -745) s += std::exp(e);
   }
-  return mx + std::log(s) + 1e-13L;  // + rounding allowance (upper bound on log M)
+  return mx + std::log(s) + 1e-13_ld;  // + rounding allowance (upper bound on log M)
 }
 
 Coarse Coarsen(const Pmf& pmf, double h) {
@@ -124,7 +124,7 @@ ld ChooseTilt(const std::vector<Coarse>& coarse, const std::vector<double>& coun
   };
   // Scan geometrically, then golden-section refine around the best.
   ld best_t = 0, best_v = target_is_eps ? objective(0) : std::numeric_limits<ld>::infinity();
-  for (ld t = 1e-3L; t <= 1e4L; t *= 1.25L) {
+  for (ld t = 1e-3_ld; t <= 1e4_ld; t *= 1.25_ld) {
     const ld v = objective(t);
     if (std::isfinite(v) && v < best_v) {
       best_v = v;
@@ -135,15 +135,15 @@ ld ChooseTilt(const std::vector<Coarse>& coarse, const std::vector<double>& coun
   // 0.1 wants ~1e-4: sigma = 0.3, T = 1e7; a tilt 8x too large leaves the untilted bulk
   // below the FFT's error floor, and the lower bound kept 1 % of the mass, epsilon >= 0).
   // Only a strictly better value moves best_t, so larger optima are unchanged.
-  if (best_t == 1e-3L) {
-    for (ld t = 1e-3L / 1.25L; t >= 1e-7L; t /= 1.25L) {
+  if (best_t == 1e-3_ld) {
+    for (ld t = 1e-3_ld / 1.25_ld; t >= 1e-7_ld; t /= 1.25_ld) {
       const ld v = objective(t);
       if (!(std::isfinite(v) && v < best_v)) break;
       best_v = v;
       best_t = t;
     }
   }
-  if (best_t > 0) best_t = GoldenSectionMinimum(best_t / 1.25L, best_t * 1.25L, objective, 40);
+  if (best_t > 0) best_t = GoldenSectionMinimum(best_t / 1.25_ld, best_t * 1.25_ld, objective, 40);
   return best_t;
 }
 
@@ -174,10 +174,10 @@ void SetSupport(const std::vector<ComponentPmfs>& comps, Bound bound, Composed* 
     lo += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + first);
     hi += static_cast<ld>(comp.count) * static_cast<ld>(pmf.min_index + last);
   }
-  lo -= std::fabs(lo) * 1e-15L + 2;
-  hi += std::fabs(hi) * 1e-15L + 2;
-  if (lo > -9e18L) c->support_lo = static_cast<int64_t>(std::floor(lo));
-  if (hi < 9e18L) c->support_hi = static_cast<int64_t>(std::ceil(hi));
+  lo -= std::fabs(lo) * 1e-15_ld + 2;
+  hi += std::fabs(hi) * 1e-15_ld + 2;
+  if (lo > -9e18_ld) c->support_lo = static_cast<int64_t>(std::floor(lo));
+  if (hi < 9e18_ld) c->support_hi = static_cast<int64_t>(std::ceil(hi));
 }
 
 // The components of one Compose call and what is derived from them before the window is
@@ -217,9 +217,9 @@ ld LogTiltedTail(const ComposeContext& ctx, ld lambda, ld log_k_lambda, ld b, in
   auto value = [&](ld s) {
     return -side * s * b + CoarseCumulants(coarse, counts, lambda + side * s).k - log_k_lambda;
   };
-  ld s_max = 1e4L;
-  if (side < 0) s_max = std::min<ld>(s_max, lambda + 1e4L);
-  ld lo = 1e-3L, hi = s_max;
+  ld s_max = 1e4_ld;
+  if (side < 0) s_max = std::min<ld>(s_max, lambda + 1e4_ld);
+  ld lo = 1e-3_ld, hi = s_max;
   {
     const Cumulants at_lo = CoarseCumulants(coarse, counts, lambda + side * lo);
     // Slope at s -> 0 non-negative: the minimum is at s -> 0, only the trivial bound.
@@ -232,11 +232,11 @@ ld LogTiltedTail(const ComposeContext& ctx, ld lambda, ld log_k_lambda, ld b, in
     const Cumulants at0 = CoarseCumulants(coarse, counts, lambda);
     ld s = at0.k2 > 0 ? std::fabs(b - at0.k1) / at0.k2 : std::sqrt(lo * hi);
     if (!(s > lo && s < hi)) s = std::sqrt(lo * hi);
-    for (int it = 0; it < 40 && hi > lo * (1 + 1e-4L); ++it) {
+    for (int it = 0; it < 40 && hi > lo * (1 + 1e-4_ld); ++it) {
       const Cumulants c = CoarseCumulants(coarse, counts, lambda + side * s);
       const ld slope = side * (c.k1 - b);
       if (slope < 0) lo = s; else hi = s;
-      if (std::fabs(slope) <= 1e-4L * std::sqrt(std::max<ld>(c.k2, 0))) break;
+      if (std::fabs(slope) <= 1e-4_ld * std::sqrt(std::max<ld>(c.k2, 0))) break;
       ld next = c.k2 > 0 ? s - slope / c.k2 : 0;
       if (!(next > lo && next < hi)) next = std::sqrt(lo * hi);
       s = next;
@@ -247,7 +247,7 @@ ld LogTiltedTail(const ComposeContext& ctx, ld lambda, ld log_k_lambda, ld b, in
   if (!(std::isfinite(best_v) && best_v < 0)) return 0;
   if (estimate == TailEstimate::kCoarse) return best_v;  // estimate only, not a bound
   ld best = 0;  // log(1): the trivial bound
-  for (ld f : {0.9L, 1.0L, 1.1L}) {
+  for (ld f : {0.9_ld, 1.0_ld, 1.1_ld}) {
     const ld s = f * best_s;
     ld k = 0;
     for (const ComponentPmfs& c : ctx.comps) {
@@ -327,7 +327,7 @@ bool WindowMisses(const ComposeContext& ctx, ld w, ld required, ld log_above_all
   const ld below = std::exp(LogTiltedTail(ctx, ctx.lambda, ctx.k_exact,
                                           static_cast<ld>(start) * ctx.h, -1,
                                           TailEstimate::kCoarse));
-  return std::exp(log_above) + below > 0.5L * required ||
+  return std::exp(log_above) + below > 0.5_ld * required ||
          ctx.k_exact - ctx.lambda * hi_edge + log_above > log_above_allowed - 1;
 }
 
@@ -340,12 +340,12 @@ bool WindowMisses(const ComposeContext& ctx, ld w, ld required, ld log_above_all
 // requirement), slightly reduced.
 Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above_allowed) {
   const double h = ctx.h;
-  ld width = std::max<ld>(4, 0.95L * std::sqrt(2 * std::log(1 / required)));
+  ld width = std::max<ld>(4, 0.95_ld * std::sqrt(2 * std::log(1 / required)));
   auto misses = [&](ld w) { return WindowMisses(ctx, w, required, log_above_allowed); };
   ld failed_width = 0;  // largest half-width whose estimate missed
   // Small steps first (near-Gaussian laws), then large ones (skewed laws of few
   // compositions, e.g. T = 1 with a small sampling rate, have far heavier upper tails).
-  for (int attempt = 0; attempt < 16; ++attempt, width *= attempt < 6 ? 1.07L : 1.5L) {
+  for (int attempt = 0; attempt < 16; ++attempt, width *= attempt < 6 ? 1.07_ld : 1.5_ld) {
     const bool last = attempt == 15;
     {
       int64_t start, need;
@@ -359,7 +359,7 @@ Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above
       }
       // After a large step (skewed laws), bisect back towards the smallest half-width
       // whose estimate meets the requirement: the FFT cost is linear in it.
-      if (failed_width > 0 && width > 1.2L * failed_width) {
+      if (failed_width > 0 && width > 1.2_ld * failed_width) {
         width = Bisect<ld>(
                     failed_width, width, [&](ld mid) { return !misses(mid); },
                     [](ld, ld) { return false; }, 5)
@@ -422,10 +422,10 @@ Spectrum AccumulateSpectrum(const ComposeContext& ctx, int64_t n, Eigen::FFT<dou
   sp.log_mod.assign(nf, 0);
   sp.dead.assign(nf, 0);
   ld slack = 0;
-  for (const ComponentPmfs& c : ctx.comps) slack += c.count * 1e-6L;
+  for (const ComponentPmfs& c : ctx.comps) slack += c.count * 1e-6_ld;
   const ld log2n = std::ceil(std::log2(static_cast<ld>(n)));
   for (const ComponentPmfs& c : ctx.comps) {
-    slack -= c.count * 1e-6L;
+    slack -= c.count * 1e-6_ld;
     const Pmf& pmf = ctx.pmf(c);
     const ld log_m = LogMgf(pmf, h, lambda);
     std::vector<double> x(n, 0.0);
@@ -552,7 +552,7 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, Bound bound, d
   const ld required =
       ctx.bulk_only()
           ? stage->required
-          : 1e-2L * tolerance / ((1 + lambda * spread) * std::max<ld>(1, lambda / 10));
+          : 1e-2_ld * tolerance / ((1 + lambda * spread) * std::max<ld>(1, lambda / 10));
   const ld log_above_allowed =
       ctx.bulk_only() ? stage->log_above_allowed : std::numeric_limits<ld>::infinity();
   const Result<Window> window = ChooseWindow(ctx, required, log_above_allowed);

@@ -6,13 +6,13 @@
 
 namespace dpkit::accounting::pld_internal {
 
-ld NormalUpper(ld z) { return 0.5L * std::erfc(z / std::sqrt(2.0L)); }
+ld NormalUpper(ld z) { return 0.5_ld * std::erfc(z / std::sqrt(2.0_ld)); }
 
 BaseTails GaussianTails(ld sigma, ld t, ld t_err) {
   // A = N(0, s^2), B = N(1, s^2): ell(o) = (2o - 1)/(2 s^2); ell > t <=> o > s^2 t + 1/2.
   BaseTails r;
-  const ld za = sigma * t + 0.5L / sigma;
-  const ld zb = sigma * t - 0.5L / sigma;
+  const ld za = sigma * t + 0.5_ld / sigma;
+  const ld zb = sigma * t - 0.5_ld / sigma;
   // (The errors of za and zb are added below, once the tails are known.)
   if (za >= 0) {
     r.a_above = NormalUpper(za);
@@ -37,7 +37,7 @@ BaseTails GaussianTails(ld sigma, ld t, ld t_err) {
   const ld dz = sigma * t_err + 4 * kLdUnit * (sigma * std::fabs(t) + 1 / sigma);
   auto density = [](ld z, ld tail) {
     const ld a = std::fabs(z);
-    return a >= 1 ? std::min<ld>(0.4L, tail * (1 + a * a) / a) : 0.4L;
+    return a >= 1 ? std::min<ld>(0.4_ld, tail * (1 + a * a) / a) : 0.4_ld;
   };
   r.a_err = 2 * density(za, std::min(r.a_above, r.a_below)) * dz;
   r.b_err = 2 * density(zb, std::min(r.b_above, r.b_below)) * dz;
@@ -55,7 +55,7 @@ BaseTails LaplaceTails(ld b, ld t, Threshold threshold, ld t_err) {
   ld err = 0;
   if (t_err > 0) {
     err = t_err / 2;
-    if (std::fabs(t - lo) <= 2 * t_err || std::fabs(t - hi) <= 2 * t_err) err += 0.5L;
+    if (std::fabs(t - lo) <= 2 * t_err || std::fabs(t - hi) <= 2 * t_err) err += 0.5_ld;
   }
   if (all) {
     BaseTails r{1, 0, 1, 0};
@@ -69,9 +69,9 @@ BaseTails LaplaceTails(ld b, ld t, Threshold threshold, ld t_err) {
   }
   const ld o = std::min<ld>(1, std::max<ld>(0, (b * t + 1) / 2));
   BaseTails r;
-  r.a_above = 0.5L * std::exp(-o / b);
+  r.a_above = 0.5_ld * std::exp(-o / b);
   r.a_below = 1 - r.a_above;
-  r.b_below = 0.5L * std::exp(-(1 - o) / b);
+  r.b_below = 0.5_ld * std::exp(-(1 - o) / b);
   r.b_above = 1 - r.b_below;
   // The exponents o/b and (1 - o)/b carry the rounding of o (a few ulps of |b t| + 1, over
   // b) and of the division: a relative error of the exp beyond what kCdfUlps covers where
@@ -101,7 +101,7 @@ ld SubsampledThreshold(ld l, ld q, ld* t_err) {
   // r carries expm1's 2 ulps and the division's 1 (3 ulps relative); log1p moves that by
   // |dr| / (1 + r) and adds 2 ulps of t. Factor 2 of margin.
   *t_err = 2 * (4 * kLdUnit * std::fabs(r) / (1 + r) + 2 * kLdUnit * std::fabs(t)) +
-           LDBL_MIN;
+           kLdMin;
   return t;
 }
 

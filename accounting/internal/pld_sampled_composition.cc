@@ -89,8 +89,8 @@ UnionBounds InnerUnionBounds(const InnerComposition& in, bool remove, double h) 
     q_only += count * u * (1 + kCdfUlps * kLdUnit);
     p_inf += count * comps[c].upper.infinity_mass;
   }
-  q_only = std::min<ld>(1, q_only * (1 + 1e-10L) + LDBL_MIN);
-  p_inf = std::min<ld>(1, p_inf * (1 + 1e-10L));
+  q_only = std::min<ld>(1, q_only * (1 + 1e-10_ld) + kLdMin);
+  p_inf = std::min<ld>(1, p_inf * (1 + 1e-10_ld));
   return {q_only, p_inf};
 }
 
@@ -176,7 +176,7 @@ struct OuterMap {
     return 8 * kLdUnit * (std::fabs(loss) + std::fabs(inner_loss) + 1 + q / (1 - q));
   }
   // P-mass factor and the relative bound on its rounding (exp of -ell: (|ell| + 2) ulps).
-  ld MassFactor(ld ell) const { return remove ? q + (1 - q) * std::exp(-ell) : 1.0L; }
+  ld MassFactor(ld ell) const { return remove ? q + (1 - q) * std::exp(-ell) : 1.0_ld; }
   ld FactorError(ld ell) const { return (2 * std::fabs(ell) + 16) * kLdUnit; }
 };
 
@@ -195,7 +195,7 @@ Result<void> PessimisticSampledPmf(const ConvolutionSteps& steps, const OuterMap
     if (g[j] <= 0) continue;
     const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
     const ld mass =
-        g[j] * (1 + 1.01L * rounding) * map.MassFactor(ell) * (1 + map.FactorError(ell));
+        g[j] * (1 + 1.01_ld * rounding) * map.MassFactor(ell) * (1 + map.FactorError(ell));
     const ld loss = map.Loss(ell);
     atoms.push_back({loss + map.LossError(ell, loss), mass});
   }
@@ -233,7 +233,7 @@ Result<void> PessimisticSampledPmf(const ConvolutionSteps& steps, const OuterMap
     // BuildRandomizedResponsePmfs).
     const ld wb = frac <= 0 ? 0 : std::min<ld>(1, -std::expm1(-frac) / x_h);
     upper->mass[a - lo] += mass * (1 - wb) * (1 + 8 * kLdUnit);
-    upper->mass[a + 1 - lo] += mass * wb * (1 + 8 * kLdUnit) + 4 * LDBL_MIN;
+    upper->mass[a + 1 - lo] += mass * wb * (1 + 8 * kLdUnit) + 4 * kLdMin;
   }
   upper->infinity_mass = std::min<ld>(1, to_infinity * (1 + 8 * kLdUnit));
   return OkResult();
@@ -246,9 +246,9 @@ void TrimToUnitTotals(ld inf_lower, int64_t min_index, double h, std::vector<ld>
   std::vector<ld>& g = *g_out;
   ld p_mass = inf_lower;
   for (ld v : g) p_mass += v;
-  p_mass *= 1 + 1e-12L;
+  p_mass *= 1 + 1e-12_ld;
   for (size_t j = 0; j < g.size() && p_mass > 1; ++j) {
-    const ld cut = std::min(g[j], (p_mass - 1) * (1 + 1e-12L));
+    const ld cut = std::min(g[j], (p_mass - 1) * (1 + 1e-12_ld));
     g[j] -= cut;
     p_mass -= cut;
   }
@@ -259,19 +259,19 @@ void TrimToUnitTotals(ld inf_lower, int64_t min_index, double h, std::vector<ld>
                          static_cast<ld>(min_index + static_cast<int64_t>(j)) * h);
     }
   }
-  q_mass *= 1 + 1e-12L;
+  q_mass *= 1 + 1e-12_ld;
   // Remove the excess Q-mass from the lowest losses (the P-mass removed there is the
   // excess times e^{ell}, small where ell < 0).
   for (size_t j = 0; j < g.size() && q_mass > 1; ++j) {
     if (g[j] <= 0) continue;
     const ld ell = static_cast<ld>(min_index + static_cast<int64_t>(j)) * h;
     const ld here = std::exp(std::log(g[j]) - ell);
-    const ld excess = (q_mass - 1) * (1 + 1e-12L);
+    const ld excess = (q_mass - 1) * (1 + 1e-12_ld);
     if (here <= excess) {
       q_mass -= here;
       g[j] = 0;
     } else {
-      g[j] = std::max<ld>(0, g[j] - std::exp(std::log(excess) + ell) * (1 + 1e-12L));
+      g[j] = std::max<ld>(0, g[j] - std::exp(std::log(excess) + ell) * (1 + 1e-12_ld));
       q_mass = 1;
     }
   }
@@ -287,14 +287,14 @@ Result<void> OptimisticSampledPmf(const Mechanism& m, Direction dir, double h, l
   int64_t min_index;
   ld rounding;
   std::vector<ld> g = Convolve(steps, &min_index, &rounding);
-  for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01L * rounding) * (1 - 8 * kLdUnit));
+  for (ld& v : g) v = std::max<ld>(0, v * (1 - 1.01_ld * rounding) * (1 - 8 * kLdUnit));
   // The composed +inf mass: some component at +inf, 1 - prod_c (1 - P_c(+inf))^count.
   ld log_finite = 0;
   for (size_t c = 0; c < in.pmfs.size(); ++c) {
     log_finite += static_cast<ld>(in.flat[c].second) *
                   std::log1p(-std::min<ld>(in.pmfs[c].lower.infinity_mass, 1));
   }
-  const ld inf_lower = std::max<ld>(0, -std::expm1(log_finite) * (1 - 1e-10L));
+  const ld inf_lower = std::max<ld>(0, -std::expm1(log_finite) * (1 - 1e-10_ld));
   if (remove) TrimToUnitTotals(inf_lower, min_index, h, &g);
   // (loss, P-mass) of the finite atoms; add: the inner +inf mass lands at -log(1-q).
   std::vector<std::pair<ld, ld>> atoms;

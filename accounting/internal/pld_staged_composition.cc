@@ -191,7 +191,7 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, Bound bo
   }
   // Aliasing allowance: m factors with at most 2^22 window entries each lose at most
   // m 2^22 tau of tilted mass; keep that at 1e-2 tolerance.
-  stage.required = std::max<ld>(1e-2L * tolerance / (static_cast<ld>(m) * 4194304.0L), 1e-300L);
+  stage.required = std::max<ld>(1e-2_ld * tolerance / (static_cast<ld>(m) * 4194304.0_ld), 1e-300_ld);
   // The untilted mass above a first-stage window is put at +inf (upper) or dropped
   // (lower) in each of the m + 1 factors: keep the total at 1e-4 tolerance delta, with
   // delta estimated by its Chernoff bound e^{K(lambda) - lambda eps} for delta(eps).
@@ -201,7 +201,7 @@ Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, Bound bo
                 stage.lambda * static_cast<ld>(target)
           : std::log(static_cast<ld>(target));
   stage.log_above_allowed =
-      log_delta + std::log(1e-4L * tolerance) - std::log(static_cast<ld>(m) + 1);
+      log_delta + std::log(1e-4_ld * tolerance) - std::log(static_cast<ld>(m) + 1);
   std::vector<ComponentPmfs> second;
   for (const int64_t count : {t1, r}) {
     if (count == 0) continue;

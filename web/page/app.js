@@ -15,8 +15,10 @@ const RUN_ALPHAS = Array.from({length: 201}, (_, i) => i / 200)
     .concat([1e-5, 1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 5e-3]).sort((a, b) => a - b);
 
 const $ = (selector) => document.querySelector(selector);
+// Timings the browser test records (web_timings.json): PLD epsilon of the cards, the plot's
+// other PLD points (wall clock, all of them), and calibrations per accountant.
 const stats = {loadStart: performance.now(), firstResultMs: null, pldMs: [], wasmBytes: 0,
-               worker: 'none'};
+               worker: 'none', pldPlotMs: null, calibrateMs: {}};
 window.dpkitStats = stats;
 
 // ---------------------------------------------------------------------------------------
@@ -690,10 +692,11 @@ async function update() {
           ` at δ = ${formatNumber(inputs.delta)}, q = ${formatNumber(inputs.sampling_rate)}, ` +
           `T = ${inputs.steps} steps…`;
       for (const name of accountants) {
-        const {reply, cancelled} = await core.callHeavy({op: 'calibrate',
+        const {reply, milliseconds, cancelled} = await core.callHeavy({op: 'calibrate',
             target_epsilon: inputs.target_epsilon, delta: inputs.delta,
             sampling_rate: inputs.sampling_rate, steps: inputs.steps, accountant: name});
         if (cancelled || stale()) return;
+        stats.calibrateMs[name] = milliseconds;
         const slot = reply.ok ? reply.result : {error: reply.error};
         result[name] = slot;
         if (slot.error) {
@@ -792,6 +795,7 @@ async function update() {
     if (shown.includes('pld')) {
       const order = view.grid.map((g, i) => i).filter((i) => !(view.grid[i].current && reuse));
       order.sort((a, b) => (b === currentIndex) - (a === currentIndex));
+      const plotStart = performance.now();
       for (const i of order) {
         const {reply, cancelled} = await core.callHeavy(
             epsilonRequest(inputs, sigma, view.grid[i].steps, ['pld']));
@@ -801,6 +805,8 @@ async function update() {
         drawEpsilonPlot(view);
         drawEpsilonTable(view);
       }
+      // Wall-clock time of the plot's PLD points (those not reused from the cards).
+      stats.pldPlotMs = performance.now() - plotStart;
     }
     document.body.dataset.done = String(myGeneration);
   } finally {

@@ -34,9 +34,9 @@ function dpkitJson(args) {
 // libm is musl (x86: glibc), so last-place differences are expected:
 //  - GDP and RDP are closed forms and one-dimensional minimisations: 1e-9 relative;
 //  - calibration: 1e-6 relative.
-// PLD bounds are certified on both sides, and musl computes the long double functions in
-// double, so the WebAssembly build's error allowances are those of double (kLdUnit,
-// accounting/internal/pld_common.h), wider than x86's: its bounds need not equal the command line's, but both
+// PLD bounds are certified on both sides, and the WebAssembly build computes them in double
+// (musl's long double functions are double's anyway), so its error allowances are those of
+// double (ld and kLdUnit, accounting/internal/pld_real.h), wider than x86's: its bounds need not equal the command line's, but both
 // intervals contain the exact epsilon, so they must overlap, and each browser bound must
 // lie within PLD_GAP_FRACTION of the command line's gap (upper - lower) of the command
 // line's (measured: up to 0.9 % of the gap, 1.6e-6 relative, at sigma 0.5, 100 epochs).
