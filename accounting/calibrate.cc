@@ -1,4 +1,4 @@
-#include "accounting/calibrate.h"
+#include "dpkit/accounting/calibrate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/gdp.h"
-#include "accounting/internal/format.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
 
 namespace dpkit::accounting {
 namespace {

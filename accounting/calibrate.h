@@ -14,8 +14,8 @@
 
 #include <cstdint>
 
-#include "accounting/pld.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

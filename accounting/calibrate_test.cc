@@ -1,4 +1,4 @@
-#include "accounting/calibrate.h"
+#include "dpkit/accounting/calibrate.h"
 
 #include <cmath>
 #include <cstdint>

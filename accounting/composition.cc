@@ -1,4 +1,4 @@
-#include "accounting/composition.h"
+#include "dpkit/accounting/composition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 #include "boost/math/policies/policy.hpp"
 #include "boost/math/tools/toms748_solve.hpp"
 

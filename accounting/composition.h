@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

@@ -1,4 +1,4 @@
-#include "accounting/composition.h"
+#include "dpkit/accounting/composition.h"
 
 #include <cmath>
 #include <cstdint>

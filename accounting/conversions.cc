@@ -1,4 +1,4 @@
-#include "accounting/conversions.h"
+#include "dpkit/accounting/conversions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/format.h"
-#include "accounting/internal/no_throw_policy.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/no_throw_policy.h"
 #include "boost/math/tools/toms748_solve.hpp"
 
 // Proofs.

@@ -34,8 +34,8 @@
 
 #include <vector>
 
-#include "accounting/rdp.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

@@ -1,14 +1,14 @@
-#include "accounting/conversions.h"
+#include "dpkit/accounting/conversions.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/gdp.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

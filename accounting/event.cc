@@ -1,12 +1,12 @@
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 
 #include <cassert>
 #include <cmath>
 #include <set>
 #include <utility>
 
-#include "accounting/internal/format.h"
-#include "accounting/internal/json_parse.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/json_parse.h"
 
 namespace dpkit::accounting {
 

@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::accounting {

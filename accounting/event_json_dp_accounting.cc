@@ -1,10 +1,10 @@
-#include "accounting/event_json_dp_accounting.h"
+#include "dpkit/accounting/event_json_dp_accounting.h"
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/json_parse.h"
+#include "dpkit/accounting/internal/json_parse.h"
 
 namespace dpkit::accounting {
 namespace {

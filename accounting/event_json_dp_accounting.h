@@ -29,8 +29,8 @@
 
 #include <string_view>
 
-#include "accounting/event.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/result.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::accounting {

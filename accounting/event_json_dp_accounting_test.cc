@@ -1,8 +1,8 @@
-#include "accounting/event_json_dp_accounting.h"
+#include "dpkit/accounting/event_json_dp_accounting.h"
 
 #include <string>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

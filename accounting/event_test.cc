@@ -1,4 +1,4 @@
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "accounting/fdp.h"
+#include "dpkit/accounting/fdp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/internal/format.h"
-#include "accounting/internal/no_throw_policy.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/no_throw_policy.h"
+#include "dpkit/accounting/rdp.h"
 #include "boost/math/special_functions/erf.hpp"
 
 namespace dpkit::accounting {

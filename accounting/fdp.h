@@ -29,9 +29,9 @@
 
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

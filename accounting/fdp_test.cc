@@ -1,15 +1,15 @@
-#include "accounting/fdp.h"
+#include "dpkit/accounting/fdp.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/gdp.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
 #include "boost/math/distributions/normal.hpp"
 #include "gtest/gtest.h"
 

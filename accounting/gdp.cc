@@ -1,4 +1,4 @@
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "accounting/internal/format.h"
-#include "accounting/internal/no_throw_policy.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/no_throw_policy.h"
 #include "boost/math/special_functions/erf.hpp"
 #include "boost/math/tools/toms748_solve.hpp"
 

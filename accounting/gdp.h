@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

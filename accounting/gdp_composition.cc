@@ -1,10 +1,10 @@
-#include "accounting/gdp_composition.h"
+#include "dpkit/accounting/gdp_composition.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 
 namespace dpkit::accounting {
 namespace {

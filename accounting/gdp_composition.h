@@ -11,8 +11,8 @@
 #ifndef DPKIT_ACCOUNTING_GDP_COMPOSITION_H_
 #define DPKIT_ACCOUNTING_GDP_COMPOSITION_H_
 
-#include "accounting/event.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

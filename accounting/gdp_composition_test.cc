@@ -1,9 +1,9 @@
-#include "accounting/gdp_composition.h"
+#include "dpkit/accounting/gdp_composition.h"
 
 #include <cmath>
 
-#include "accounting/event.h"
-#include "accounting/gdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

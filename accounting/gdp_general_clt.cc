@@ -1,9 +1,9 @@
-#include "accounting/gdp_general_clt.h"
+#include "dpkit/accounting/gdp_general_clt.h"
 
 #include <cmath>
 #include <string>
 
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 #include "boost/math/quadrature/gauss_kronrod.hpp"
 
 namespace dpkit::accounting {

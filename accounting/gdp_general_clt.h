@@ -27,8 +27,8 @@
 #ifndef DPKIT_ACCOUNTING_GDP_GENERAL_CLT_H_
 #define DPKIT_ACCOUNTING_GDP_GENERAL_CLT_H_
 
-#include "accounting/event.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

@@ -1,11 +1,11 @@
-#include "accounting/gdp_general_clt.h"
+#include "dpkit/accounting/gdp_general_clt.h"
 
 #include <cmath>
 #include <cstdio>
 #include <utility>
 
-#include "accounting/event.h"
-#include "accounting/gdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

@@ -1,4 +1,4 @@
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "accounting/ledger.h"
+#include "dpkit/accounting/ledger.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <utility>
 
-#include "accounting/internal/format.h"
-#include "accounting/internal/json_parse.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/json_parse.h"
 
 namespace dpkit::accounting {
 namespace {

@@ -28,8 +28,8 @@
 #include <variant>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

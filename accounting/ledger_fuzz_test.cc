@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/ledger.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/ledger.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

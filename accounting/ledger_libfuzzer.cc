@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/ledger.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/ledger.h"
 
 namespace {
 

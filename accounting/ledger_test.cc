@@ -1,4 +1,4 @@
-#include "accounting/ledger.h"
+#include "dpkit/accounting/ledger.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -19,7 +19,7 @@
 //     exact value. A direction whose certified upper bound on a coarser grid is already
 //     <= the other's certified upper bound cannot change the maximum and is skipped. Any
 //     two certified results (different grids) may be combined as [max lower, min upper].
-#include "accounting/pld.h"
+#include "dpkit/accounting/pld.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,14 +29,14 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/format.h"
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_decomposed.h"
-#include "accounting/internal/pld_delta_curve.h"
-#include "accounting/internal/pld_directions.h"
-#include "accounting/internal/pld_fft_composition.h"
-#include "accounting/internal/pld_mechanism.h"
-#include "accounting/internal/pld_staged_composition.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_decomposed.h"
+#include "dpkit/accounting/internal/pld_delta_curve.h"
+#include "dpkit/accounting/internal/pld_directions.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/internal/pld_mechanism.h"
+#include "dpkit/accounting/internal/pld_staged_composition.h"
 #include "unsupported/Eigen/FFT"
 
 namespace dpkit::accounting {

@@ -41,8 +41,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

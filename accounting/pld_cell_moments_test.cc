@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_testing.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_testing.h"
 #include "boost/math/special_functions/erf.hpp"
 #include "boost/multiprecision/cpp_bin_float.hpp"
 #include "gtest/gtest.h"

@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "boost/math/special_functions/erf.hpp"
 #include "gtest/gtest.h"
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

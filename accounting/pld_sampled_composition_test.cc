@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "boost/math/quadrature/gauss_kronrod.hpp"
 #include "gtest/gtest.h"
 

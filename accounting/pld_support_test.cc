@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

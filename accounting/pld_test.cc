@@ -1,13 +1,13 @@
-#include "accounting/pld.h"
+#include "dpkit/accounting/pld.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_testing.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_testing.h"
 #include "boost/math/quadrature/gauss_kronrod.hpp"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "accounting/rdp.h"
+#include "dpkit/accounting/rdp.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 
 namespace dpkit::accounting {
 namespace {

@@ -1,4 +1,4 @@
-#include "accounting/rdp.h"
+#include "dpkit/accounting/rdp.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "accounting/report.h"
+#include "dpkit/accounting/report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,13 +10,13 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/fdp.h"
-#include "accounting/gdp.h"
-#include "accounting/gdp_composition.h"
-#include "accounting/internal/format.h"
-#include "accounting/rdp.h"
-#include "accounting/report_rounding.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/fdp.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/gdp_composition.h"
+#include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/accounting/report_rounding.h"
 
 namespace dpkit::accounting {
 namespace {

@@ -26,9 +26,9 @@
 #include <optional>
 #include <string>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/result.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::accounting {

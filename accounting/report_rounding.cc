@@ -1,4 +1,4 @@
-#include "accounting/report_rounding.h"
+#include "dpkit/accounting/report_rounding.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
-#include "accounting/report.h"
+#include "dpkit/accounting/report.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

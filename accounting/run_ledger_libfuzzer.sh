@@ -8,8 +8,12 @@ runs="${1:-200000}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+# dpkit's headers are included as "dpkit/<package>/<file>" (Bazel's include_prefix, see
+# dpkit.bzl): the include directory maps dpkit/ to the checkout.
+mkdir "$work/include"
+ln -s "$root" "$work/include/dpkit"
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I"$root" "$root/accounting/ledger_libfuzzer.cc" "$root/accounting/ledger.cc" \
+  -I"$work/include" "$root/accounting/ledger_libfuzzer.cc" "$root/accounting/ledger.cc" \
   "$root/accounting/event.cc" "$root/accounting/internal/json_parse.cc" \
   "$root/accounting/internal/format.cc" -o "$work/ledger_libfuzzer"
 mkdir "$work/corpus"

@@ -1,12 +1,12 @@
-#include "accounting/strong_composition.h"
+#include "dpkit/accounting/strong_composition.h"
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "accounting/composition.h"
-#include "accounting/gdp.h"
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/composition.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/internal/format.h"
 
 namespace dpkit::accounting {
 namespace {

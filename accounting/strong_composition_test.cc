@@ -1,9 +1,9 @@
-#include "accounting/strong_composition.h"
+#include "dpkit/accounting/strong_composition.h"
 
 #include <cmath>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {

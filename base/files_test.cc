@@ -1,4 +1,4 @@
-#include "base/files.h"
+#include "dpkit/base/files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::base {
 

@@ -1,10 +1,10 @@
-#include "base/status.h"
+#include "dpkit/base/status.h"
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::base {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "benchmark/benchmark.h"
 
 namespace dpkit::accounting {

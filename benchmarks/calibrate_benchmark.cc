@@ -13,7 +13,7 @@
 // Accountant arguments: 0 = pld, 1 = rdp, 2 = gdp.
 #include <cstdint>
 
-#include "accounting/calibrate.h"
+#include "dpkit/accounting/calibrate.h"
 #include "benchmark/benchmark.h"
 
 namespace dpkit::accounting {

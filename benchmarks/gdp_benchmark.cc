@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 #include "benchmark/benchmark.h"
 
 namespace {

@@ -6,9 +6,9 @@
 // and the T = 1e6 benchmark row at the default tolerance (gate/pld_epsilon_million).
 #include <cstdint>
 
-#include "accounting/calibrate.h"
-#include "accounting/event.h"
-#include "accounting/pld.h"
+#include "dpkit/accounting/calibrate.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "benchmark/benchmark.h"
 
 namespace dpkit::accounting {

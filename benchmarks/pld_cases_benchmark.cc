@@ -12,9 +12,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "accounting/event.h"
-#include "accounting/pld.h"
-#include "accounting/report.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/report.h"
 #include "benchmark/benchmark.h"
 
 namespace dpkit::accounting {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "web/calculator_bindings.h"
+#include "dpkit/web/calculator_bindings.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "mechanisms/additive.h"
+#include "dpkit/mechanisms/additive.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "mechanisms/event_or_die.h"
+#include "dpkit/mechanisms/event_or_die.h"
 
 namespace dpkit::mechanisms {
 namespace {

@@ -22,9 +22,9 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "mechanisms/discrete.h"
-#include "mechanisms/random.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/mechanisms/discrete.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

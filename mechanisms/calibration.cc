@@ -1,4 +1,4 @@
-#include "mechanisms/calibration.h"
+#include "dpkit/mechanisms/calibration.h"
 
 #include <cmath>
 

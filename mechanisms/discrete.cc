@@ -1,4 +1,4 @@
-#include "mechanisms/discrete.h"
+#include "dpkit/mechanisms/discrete.h"
 
 #include <cmath>
 #include <limits>

@@ -15,7 +15,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 
 #include "absl/status/statusor.h"
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

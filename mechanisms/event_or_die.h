@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 
 namespace dpkit::mechanisms {
 

@@ -1,4 +1,4 @@
-#include "mechanisms/gaussian.h"
+#include "dpkit/mechanisms/gaussian.h"
 
 #include <cmath>
 #include <cstdint>

@@ -16,7 +16,7 @@
 
 #include <cstddef>
 
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

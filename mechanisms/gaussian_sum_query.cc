@@ -1,11 +1,11 @@
-#include "mechanisms/gaussian_sum_query.h"
+#include "dpkit/mechanisms/gaussian_sum_query.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "mechanisms/gaussian.h"
+#include "dpkit/mechanisms/gaussian.h"
 
 namespace dpkit::mechanisms {
 namespace {

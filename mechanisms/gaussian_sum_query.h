@@ -36,8 +36,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "accounting/ledger.h"
-#include "mechanisms/random.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

@@ -1,4 +1,4 @@
-#include "mechanisms/laplace.h"
+#include "dpkit/mechanisms/laplace.h"
 
 #include <cmath>
 #include <cstdint>

@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

@@ -1,4 +1,4 @@
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

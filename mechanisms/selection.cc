@@ -1,4 +1,4 @@
-#include "mechanisms/selection.h"
+#include "dpkit/mechanisms/selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "mechanisms/event_or_die.h"
+#include "dpkit/mechanisms/event_or_die.h"
 
 namespace dpkit::mechanisms {
 namespace {

@@ -1,4 +1,4 @@
-#include "mechanisms/sparse_exponential.h"
+#include "dpkit/mechanisms/sparse_exponential.h"
 
 #include <algorithm>
 #include <cmath>

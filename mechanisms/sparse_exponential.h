@@ -33,8 +33,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "mechanisms/random.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

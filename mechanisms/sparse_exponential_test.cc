@@ -1,4 +1,4 @@
-#include "mechanisms/sparse_exponential.h"
+#include "dpkit/mechanisms/sparse_exponential.h"
 
 #include <cmath>
 #include <cstdint>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

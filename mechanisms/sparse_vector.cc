@@ -1,4 +1,4 @@
-#include "mechanisms/sparse_vector.h"
+#include "dpkit/mechanisms/sparse_vector.h"
 
 #include <cmath>
 #include <cstdint>

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "accounting/event.h"
-#include "mechanisms/random.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::mechanisms {
 

@@ -1,4 +1,4 @@
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "models/dp_step_options.h"
+#include "dpkit/models/dp_step_options.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 ABSL_FLAG(std::string, clipping, "flat",
           "per-example clipping: flat | per_layer | joint (McMahan et al. 2018)");

@@ -29,9 +29,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/trainer_registry.h"
-#include "optim/clipping.h"
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/optim/clipping.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 namespace dpkit::models {
 

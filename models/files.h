@@ -3,7 +3,7 @@
 #ifndef DPKIT_MODELS_FILES_H_
 #define DPKIT_MODELS_FILES_H_
 
-#include "base/files.h"
+#include "dpkit/base/files.h"
 
 namespace dpkit::models {
 

@@ -1,4 +1,4 @@
-#include "models/idx_reader.h"
+#include "dpkit/models/idx_reader.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "models/mnist_models.h"
+#include "dpkit/models/mnist_models.h"
 
 namespace dpkit::models {
 namespace {

@@ -17,7 +17,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace dpkit::models {
 

@@ -1,4 +1,4 @@
-#include "models/trainer_registry.h"
+#include "dpkit/models/trainer_registry.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "models/training_ledger.h"
+#include "dpkit/models/training_ledger.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "accounting/calibrate.h"
-#include "accounting/conversions.h"
-#include "accounting/gdp.h"
-#include "accounting/ledger.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
-#include "accounting/report.h"
+#include "dpkit/accounting/calibrate.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/accounting/report.h"
 
 namespace dpkit::models {
 namespace {

@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "accounting/ledger.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/ledger.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

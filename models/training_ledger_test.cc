@@ -1,4 +1,4 @@
-#include "models/training_ledger.h"
+#include "dpkit/models/training_ledger.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::models {

@@ -1,4 +1,4 @@
-#include "optim/clipping.h"
+#include "dpkit/optim/clipping.h"
 
 #include <algorithm>
 #include <cmath>

@@ -47,7 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "mechanisms/gaussian_sum_query.h"
+#include "dpkit/mechanisms/gaussian_sum_query.h"
 
 namespace dpkit::optim {
 

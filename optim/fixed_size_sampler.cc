@@ -1,4 +1,4 @@
-#include "optim/fixed_size_sampler.h"
+#include "dpkit/optim/fixed_size_sampler.h"
 
 #include <algorithm>
 #include <cstdint>

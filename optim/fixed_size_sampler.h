@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "accounting/ledger.h"
-#include "mechanisms/random.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/poisson_sampler.h"
+#include "dpkit/optim/poisson_sampler.h"
 
 #include <algorithm>
 #include <cmath>

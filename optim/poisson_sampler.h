@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mechanisms/random.h"
+#include "dpkit/mechanisms/random.h"
 
 namespace dpkit::optim {
 

@@ -1,4 +1,4 @@
-#include "tools/accounting_report.h"
+#include "dpkit/tools/accounting_report.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,11 +13,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "accounting/event.h"
-#include "accounting/report.h"
-#include "base/status.h"
-#include "tools/cli.h"
-#include "tools/common_flags.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/base/status.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/common_flags.h"
 
 ABSL_FLAG(double, epsilon_tolerance, 1e-4,
           "pld accountant: requested relative accuracy of epsilon, in [1e-7, 0.1]");

@@ -16,10 +16,10 @@
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "accounting/report.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/report.h"
 #include "nlohmann/json.hpp"
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 ABSL_DECLARE_FLAG(double, epsilon_tolerance);
 

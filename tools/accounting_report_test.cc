@@ -1,4 +1,4 @@
-#include "tools/accounting_report.h"
+#include "dpkit/tools/accounting_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "accounting/event.h"
-#include "accounting/gdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::tools {

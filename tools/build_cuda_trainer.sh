@@ -57,6 +57,12 @@ SOURCES=(
   accounting/pld.cc accounting/conversions.cc accounting/calibrate.cc
   accounting/internal/format.cc accounting/internal/json_parse.cc
 )
+# dpkit's headers are included as "dpkit/<package>/<file>" (Bazel's include_prefix, see
+# dpkit.bzl); a copy of them under $BUILD_DIR/include/dpkit/ gives the compiler the same paths.
+INCLUDE_DIR=$BUILD_DIR/include
+rm -rf "$INCLUDE_DIR/dpkit"
+mkdir -p "$INCLUDE_DIR/dpkit"
+find accounting base mechanisms models optim tools -name '*.h' -exec cp --parents -t "$INCLUDE_DIR/dpkit" {} +
 ABSL_LIBS=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so 2>/dev/null | sed -E 's|.*/lib(absl_[a-z0-9_]+)\.so|-l\1|' | tr '\n' ' ')
 mkdir -p "$(dirname "$OUT")" "$BUILD_DIR/obj"
 objs=()
@@ -65,7 +71,7 @@ for src in "${SOURCES[@]}"; do
   if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ]; then
     echo "compiling $src"
     g++ -std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$ABI" -DDPKIT_WITH_CUDA $C10D_DEFINES \
-      -I. -I/usr/include/eigen3 -isystem "$TORCH/include" \
+      -I"$INCLUDE_DIR" -I/usr/include/eigen3 -isystem "$TORCH/include" \
       -isystem "$TORCH/include/torch/csrc/api/include" -c "$src" -o "$obj" &
   fi
   objs+=("$obj")

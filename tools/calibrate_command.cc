@@ -13,13 +13,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "accounting/calibrate.h"
+#include "dpkit/accounting/calibrate.h"
 #include "nlohmann/json.hpp"
-#include "base/status.h"
-#include "tools/accounting_report.h"
-#include "tools/cli.h"
-#include "tools/command.h"
-#include "tools/common_flags.h"
+#include "dpkit/base/status.h"
+#include "dpkit/tools/accounting_report.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/command.h"
+#include "dpkit/tools/common_flags.h"
 
 ABSL_FLAG(std::string, solve_for, "noise_multiplier",
           "calibrate: the unknown to solve for");

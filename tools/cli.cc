@@ -1,4 +1,4 @@
-#include "tools/cli.h"
+#include "dpkit/tools/cli.h"
 
 #include <algorithm>
 #include <cmath>

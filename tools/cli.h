@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 namespace dpkit::tools {
 

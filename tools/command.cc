@@ -1,4 +1,4 @@
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "tools/cli.h"
+#include "dpkit/tools/cli.h"
 
 namespace dpkit::tools {
 namespace {

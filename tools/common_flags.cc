@@ -1,4 +1,4 @@
-#include "tools/common_flags.h"
+#include "dpkit/tools/common_flags.h"
 
 #include "absl/flags/flag.h"
 

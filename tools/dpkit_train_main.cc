@@ -2,6 +2,6 @@
 // models/), linked with LibTorch. The accounting binary `dpkit` execs it for `dpkit train`
 // (tools/train_launcher.cc), so that `dpkit` itself starts like a small program. Invoked
 // directly, it takes the same command line: dpkit_train train MODEL [flags].
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 int main(int argc, char** argv) { return dpkit::tools::RunMain(argc, argv); }

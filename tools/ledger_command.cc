@@ -7,14 +7,14 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "accounting/event.h"
-#include "accounting/ledger.h"
-#include "accounting/report.h"
-#include "base/status.h"
-#include "tools/accounting_report.h"
-#include "tools/cli.h"
-#include "tools/command.h"
-#include "tools/common_flags.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/base/status.h"
+#include "dpkit/tools/accounting_report.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/command.h"
+#include "dpkit/tools/common_flags.h"
 
 namespace dpkit::tools {
 namespace {

@@ -16,10 +16,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/trainer_registry.h"
-#include "tools/cli.h"
-#include "tools/command.h"
-#include "tools/common_flags.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/command.h"
+#include "dpkit/tools/common_flags.h"
 
 // The defaults of the per-model flags are each model's (TrainerInfo::defaults); --help states
 // them (tools/train_command.cc, TrainHelp), not these texts.

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/command.h"
+#include "dpkit/tools/command.h"
 
 namespace dpkit::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "web/calculator_bindings.h"
+#include "dpkit/web/calculator_bindings.h"
 
 #include <cmath>
 #include <cstdint>
@@ -7,15 +7,15 @@
 #include <string_view>
 #include <vector>
 
-#include "accounting/calibrate.h"
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/fdp.h"
-#include "accounting/gdp.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
-#include "accounting/report.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/calibrate.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/fdp.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/accounting/result.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::web {

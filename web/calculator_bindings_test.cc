@@ -1,10 +1,10 @@
-#include "web/calculator_bindings.h"
+#include "dpkit/web/calculator_bindings.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "accounting/rdp.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

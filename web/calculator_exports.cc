@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "web/calculator_bindings.h"
+#include "dpkit/web/calculator_bindings.h"
 
 extern "C" {
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::accounting::internal {

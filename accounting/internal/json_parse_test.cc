@@ -1,4 +1,4 @@
-#include "accounting/internal/json_parse.h"
+#include "dpkit/accounting/internal/json_parse.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_cell_moments.h"
+#include "dpkit/accounting/internal/pld_cell_moments.h"
 
 #include <algorithm>
 #include <cfloat>

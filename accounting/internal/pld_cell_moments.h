@@ -5,7 +5,7 @@
 #ifndef DPKIT_ACCOUNTING_INTERNAL_PLD_CELL_MOMENTS_H_
 #define DPKIT_ACCOUNTING_INTERNAL_PLD_CELL_MOMENTS_H_
 
-#include "accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_common.h"
 
 namespace dpkit::accounting::pld_internal {
 

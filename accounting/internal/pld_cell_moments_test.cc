@@ -1,8 +1,8 @@
-#include "accounting/internal/pld_cell_moments.h"
+#include "dpkit/accounting/internal/pld_cell_moments.h"
 
 #include <cmath>
 
-#include "accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_common.h"
 
 namespace dpkit::accounting::pld_internal {
 

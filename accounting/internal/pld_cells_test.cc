@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_cells.h"
+#include "dpkit/accounting/internal/pld_cells.h"
 
 #include <cmath>
 #include <vector>

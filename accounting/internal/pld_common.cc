@@ -1,10 +1,10 @@
-#include "accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_common.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -23,8 +23,8 @@
 #include <tuple>
 #include <vector>
 
-#include "accounting/internal/pld_real.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/internal/pld_real.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_common.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_cell_moments.h"
-#include "accounting/internal/pld_cells.h"
-#include "accounting/internal/pld_loss_tails.h"
-#include "accounting/internal/pld_search.h"
+#include "dpkit/accounting/internal/pld_cell_moments.h"
+#include "dpkit/accounting/internal/pld_cells.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_search.h"
 
 namespace dpkit::accounting::pld_internal {
 namespace {

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_discrete_gaussian.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
 
 #include <cmath>
 

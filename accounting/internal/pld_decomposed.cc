@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_decomposed.h"
+#include "dpkit/accounting/internal/pld_decomposed.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,13 +7,13 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_component_pmfs.h"
-#include "accounting/internal/pld_delta_curve.h"
-#include "accounting/internal/pld_directions.h"
-#include "accounting/internal/pld_fft_composition.h"
-#include "accounting/internal/pld_loss_tails.h"
-#include "accounting/internal/pld_search.h"
-#include "accounting/internal/pld_staged_composition.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_delta_curve.h"
+#include "dpkit/accounting/internal/pld_directions.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_search.h"
+#include "dpkit/accounting/internal/pld_staged_composition.h"
 
 namespace dpkit::accounting::pld_internal {
 

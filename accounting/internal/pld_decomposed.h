@@ -9,10 +9,10 @@
 #include <optional>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_mechanism.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_mechanism.h"
+#include "dpkit/accounting/result.h"
 #include "unsupported/Eigen/FFT"
 
 namespace dpkit::accounting::pld_internal {

@@ -1,10 +1,10 @@
-#include "accounting/internal/pld_decomposed.h"
+#include "dpkit/accounting/internal/pld_decomposed.h"
 
 #include <cmath>
 #include <limits>
 #include <optional>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

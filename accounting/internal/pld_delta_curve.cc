@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_delta_curve.h"
+#include "dpkit/accounting/internal/pld_delta_curve.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "accounting/internal/pld_search.h"
+#include "dpkit/accounting/internal/pld_search.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
 
 namespace dpkit::accounting::pld_internal {
 

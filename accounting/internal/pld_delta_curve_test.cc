@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_delta_curve.h"
+#include "dpkit/accounting/internal/pld_delta_curve.h"
 
 #include <cmath>
 #include <limits>

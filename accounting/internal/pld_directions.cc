@@ -1,13 +1,13 @@
-#include "accounting/internal/pld_directions.h"
+#include "dpkit/accounting/internal/pld_directions.h"
 
 #include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_component_pmfs.h"
-#include "accounting/internal/pld_discrete_gaussian.h"
-#include "accounting/internal/pld_sampled_composition.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/internal/pld_sampled_composition.h"
 
 namespace dpkit::accounting::pld_internal {
 namespace {

@@ -1,6 +1,6 @@
-#include "accounting/internal/pld_directions.h"
+#include "dpkit/accounting/internal/pld_directions.h"
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/internal/pld_discrete_gaussian.h"
 
 #include <cmath>
 #include <initializer_list>

@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_common.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "accounting/internal/pld_search.h"
+#include "dpkit/accounting/internal/pld_search.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,10 +1,10 @@
-#include "accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
 
 #include <cmath>
 #include <vector>
 
-#include "accounting/internal/pld_component_pmfs.h"
-#include "accounting/internal/pld_delta_curve.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_delta_curve.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

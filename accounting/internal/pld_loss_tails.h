@@ -4,8 +4,8 @@
 #ifndef DPKIT_ACCOUNTING_INTERNAL_PLD_LOSS_TAILS_H_
 #define DPKIT_ACCOUNTING_INTERNAL_PLD_LOSS_TAILS_H_
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_discrete_gaussian.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
 
 #include <cmath>
 

@@ -1,10 +1,10 @@
-#include "accounting/internal/pld_mechanism.h"
+#include "dpkit/accounting/internal/pld_mechanism.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "accounting/internal/format.h"
+#include "dpkit/accounting/internal/format.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -5,9 +5,9 @@
 
 #include <map>
 
-#include "accounting/event.h"
-#include "accounting/internal/pld_common.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 

@@ -1,8 +1,8 @@
-#include "accounting/internal/pld_mechanism.h"
+#include "dpkit/accounting/internal/pld_mechanism.h"
 
 #include <map>
 
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

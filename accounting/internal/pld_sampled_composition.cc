@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_sampled_composition.h"
+#include "dpkit/accounting/internal/pld_sampled_composition.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_component_pmfs.h"
-#include "accounting/internal/pld_discrete_gaussian.h"
-#include "accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
 
 namespace dpkit::accounting::pld_internal {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting::pld_internal {
 

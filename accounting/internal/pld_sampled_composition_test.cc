@@ -1,10 +1,10 @@
-#include "accounting/internal/pld_sampled_composition.h"
+#include "dpkit/accounting/internal/pld_sampled_composition.h"
 
 #include <cmath>
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_component_pmfs.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {

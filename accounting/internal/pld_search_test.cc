@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_search.h"
+#include "dpkit/accounting/internal/pld_search.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "accounting/internal/pld_staged_composition.h"
+#include "dpkit/accounting/internal/pld_staged_composition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_cells.h"
+#include "dpkit/accounting/internal/pld_cells.h"
 
 namespace dpkit::accounting::pld_internal {
 

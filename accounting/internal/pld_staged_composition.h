@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
-#include "accounting/internal/pld_common.h"
-#include "accounting/internal/pld_fft_composition.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/internal/pld_fft_composition.h"
+#include "dpkit/accounting/result.h"
 #include "unsupported/Eigen/FFT"
 
 namespace dpkit::accounting::pld_internal {

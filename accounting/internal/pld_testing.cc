@@ -1,13 +1,13 @@
-#include "accounting/internal/pld_testing.h"
+#include "dpkit/accounting/internal/pld_testing.h"
 
 #include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "accounting/internal/pld_cell_moments.h"
-#include "accounting/internal/pld_decomposed.h"
-#include "accounting/internal/pld_loss_tails.h"
+#include "dpkit/accounting/internal/pld_cell_moments.h"
+#include "dpkit/accounting/internal/pld_decomposed.h"
+#include "dpkit/accounting/internal/pld_loss_tails.h"
 
 namespace dpkit::accounting {
 

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/internal/pld_common.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/internal/pld_common.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::accounting {
 

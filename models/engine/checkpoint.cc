@@ -1,4 +1,4 @@
-#include "models/engine/checkpoint.h"
+#include "dpkit/models/engine/checkpoint.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/files.h"
+#include "dpkit/models/files.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/engine/run_plan.h"
+#include "dpkit/models/engine/run_plan.h"
 
 namespace dpkit::models {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <utility>
 
-#include "models/engine/checkpoint.h"
+#include "dpkit/models/engine/checkpoint.h"
 
 namespace dpkit::models {
 

@@ -1,11 +1,11 @@
-#include "models/engine/epoch_report.h"
+#include "dpkit/models/engine/epoch_report.h"
 
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "models/training_ledger.h"
+#include "dpkit/models/training_ledger.h"
 
 namespace dpkit::models {
 namespace {

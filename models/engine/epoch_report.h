@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "models/engine/run_plan.h"
+#include "dpkit/models/engine/run_plan.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

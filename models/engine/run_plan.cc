@@ -1,4 +1,4 @@
-#include "models/engine/run_plan.h"
+#include "dpkit/models/engine/run_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "models/training_ledger.h"
-#include "optim/poisson_sampler.h"
+#include "dpkit/models/training_ledger.h"
+#include "dpkit/optim/poisson_sampler.h"
 
 namespace dpkit::models {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/dp_step_options.h"
-#include "models/trainer_registry.h"
+#include "dpkit/models/dp_step_options.h"
+#include "dpkit/models/trainer_registry.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

@@ -19,10 +19,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "mechanisms/random.h"
-#include "models/engine/run_plan.h"
-#include "models/engine/training_engine.h"
-#include "models/trainer_registry.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/models/engine/run_plan.h"
+#include "dpkit/models/engine/training_engine.h"
+#include "dpkit/models/trainer_registry.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

@@ -21,11 +21,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "accounting/ledger.h"
-#include "models/engine/run_plan.h"
-#include "models/trainer_registry.h"
-#include "models/training_ledger.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/models/engine/run_plan.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/training_ledger.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models {

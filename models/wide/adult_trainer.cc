@@ -26,12 +26,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "models/dp_step_options.h"
-#include "models/engine/torch_task.h"
-#include "models/trainer_registry.h"
-#include "models/wide/libsvm.h"
+#include "dpkit/models/dp_step_options.h"
+#include "dpkit/models/engine/torch_task.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/wide/libsvm.h"
 #include "nlohmann/json.hpp"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 ABSL_FLAG(std::string, adult_split, "kfold",
           "adult: kfold (Bu et al.: first 9/10 of a9a train, last 1/10 test) | a9a (a9a, a9a.t)");

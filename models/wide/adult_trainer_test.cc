@@ -8,13 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "models/trainer_registry.h"
-#include "models/wide/trainer_testing.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/wide/trainer_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models::wide {

@@ -1,4 +1,4 @@
-#include "models/wide/brown_corpus.h"
+#include "dpkit/models/wide/brown_corpus.h"
 
 #include <algorithm>
 #include <cctype>

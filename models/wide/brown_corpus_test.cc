@@ -1,7 +1,7 @@
-#include "models/wide/brown_corpus.h"
+#include "dpkit/models/wide/brown_corpus.h"
 
 #include "gtest/gtest.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 
 namespace dpkit::models::wide {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/wide/imdb.h"
+#include "dpkit/models/wide/imdb.h"
 
 #include <algorithm>
 #include <cctype>

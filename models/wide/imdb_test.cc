@@ -1,7 +1,7 @@
-#include "models/wide/imdb.h"
+#include "dpkit/models/wide/imdb.h"
 
 #include "gtest/gtest.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 
 namespace dpkit::models::wide {
 namespace {

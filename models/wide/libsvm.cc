@@ -1,4 +1,4 @@
-#include "models/wide/libsvm.h"
+#include "dpkit/models/wide/libsvm.h"
 
 #include <cmath>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "models/wide/loss_curves.h"
+#include "dpkit/models/wide/loss_curves.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "models/files.h"
+#include "dpkit/models/files.h"
 
 namespace dpkit::models::wide {
 

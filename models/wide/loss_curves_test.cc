@@ -1,10 +1,10 @@
-#include "models/wide/loss_curves.h"
+#include "dpkit/models/wide/loss_curves.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 
 namespace dpkit::models::wide {
 namespace {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/wide/brown_corpus.h"
-#include "models/wide/word2vec.h"
+#include "dpkit/models/wide/brown_corpus.h"
+#include "dpkit/models/wide/word2vec.h"
 
 namespace dpkit::models::wide {
 

@@ -1,4 +1,4 @@
-#include "models/wide/memorization_audit.h"
+#include "dpkit/models/wide/memorization_audit.h"
 
 #include "gtest/gtest.h"
 

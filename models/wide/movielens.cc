@@ -1,4 +1,4 @@
-#include "models/wide/movielens.h"
+#include "dpkit/models/wide/movielens.h"
 
 #include <fstream>
 

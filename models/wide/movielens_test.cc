@@ -1,7 +1,7 @@
-#include "models/wide/movielens.h"
+#include "dpkit/models/wide/movielens.h"
 
 #include "gtest/gtest.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 
 namespace dpkit::models::wide {
 namespace {

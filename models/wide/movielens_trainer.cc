@@ -29,12 +29,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "models/dp_step_options.h"
-#include "models/engine/torch_task.h"
-#include "models/trainer_registry.h"
-#include "models/wide/movielens.h"
+#include "dpkit/models/dp_step_options.h"
+#include "dpkit/models/engine/torch_task.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/wide/movielens.h"
 #include "nlohmann/json.hpp"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace dpkit::models::wide {
 namespace {

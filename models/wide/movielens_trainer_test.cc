@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/trainer_registry.h"
-#include "models/wide/trainer_testing.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/wide/trainer_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::models::wide {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

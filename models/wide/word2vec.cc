@@ -1,4 +1,4 @@
-#include "models/wide/word2vec.h"
+#include "dpkit/models/wide/word2vec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "models/wide/brown_corpus.h"
-#include "optim/sparse/sparse_dp_sgd.h"
+#include "dpkit/models/wide/brown_corpus.h"
+#include "dpkit/optim/sparse/sparse_dp_sgd.h"
 
 namespace dpkit::models::wide {
 

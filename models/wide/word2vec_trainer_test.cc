@@ -8,17 +8,17 @@
 #include <random>
 #include <string>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "models/engine/checkpoint.h"
-#include "models/trainer_registry.h"
-#include "models/wide/brown_corpus.h"
-#include "models/wide/trainer_testing.h"
-#include "models/wide/wide_testing.h"
+#include "dpkit/models/engine/checkpoint.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/models/wide/brown_corpus.h"
+#include "dpkit/models/wide/trainer_testing.h"
+#include "dpkit/models/wide/wide_testing.h"
 #include "nlohmann/json.hpp"
-#include "tests/training/training_testing.h"
+#include "dpkit/tests/training/training_testing.h"
 
 namespace dpkit::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/sparse/private_selection.h"
+#include "dpkit/optim/sparse/private_selection.h"
 
 #include <algorithm>
 #include <cmath>

@@ -37,9 +37,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "mechanisms/random.h"
-#include "mechanisms/sparse_exponential.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/sparse_exponential.h"
 
 namespace dpkit::optim::sparse {
 

@@ -1,4 +1,4 @@
-#include "optim/sparse/private_selection.h"
+#include "dpkit/optim/sparse/private_selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/sparse_exponential.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/sparse_exponential.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::optim::sparse {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/sparse/sparse_dp_sgd.h"
+#include "dpkit/optim/sparse/sparse_dp_sgd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "mechanisms/gaussian.h"
+#include "dpkit/mechanisms/gaussian.h"
 
 namespace dpkit::optim::sparse {
 namespace {

@@ -32,9 +32,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "accounting/event.h"
-#include "mechanisms/random.h"
-#include "optim/sparse/private_selection.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/optim/sparse/private_selection.h"
 
 namespace dpkit::optim::sparse {
 

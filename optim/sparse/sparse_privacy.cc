@@ -1,4 +1,4 @@
-#include "optim/sparse/sparse_privacy.h"
+#include "dpkit/optim/sparse/sparse_privacy.h"
 
 #include <algorithm>
 #include <cmath>

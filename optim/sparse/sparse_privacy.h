@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
+#include "dpkit/accounting/event.h"
 
 namespace dpkit::optim::sparse {
 

@@ -1,4 +1,4 @@
-#include "optim/sparse/sparse_privacy.h"
+#include "dpkit/optim/sparse/sparse_privacy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "accounting/event.h"
-#include "accounting/report.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::optim::sparse {

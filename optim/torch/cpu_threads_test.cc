@@ -1,4 +1,4 @@
-#include "optim/torch/cpu_threads.h"
+#include "dpkit/optim/torch/cpu_threads.h"
 
 #include <dlfcn.h>
 #include <malloc.h>

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_affine_norm.h"
+#include "dpkit/optim/torch/dp_affine_norm.h"
 
 #include <cstdint>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "optim/torch/per_example_kernels.h"
+#include "dpkit/optim/torch/per_example_kernels.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_conv2d.h"
+#include "dpkit/optim/torch/dp_conv2d.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/torch/per_example_kernels.h"
+#include "dpkit/optim/torch/per_example_kernels.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,11 +1,11 @@
-#include "optim/torch/dp_embedding.h"
+#include "dpkit/optim/torch/dp_embedding.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/torch/per_example_kernels.h"
+#include "dpkit/optim/torch/per_example_kernels.h"
 
 namespace dpkit::optim {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/per_example_layer.h"
+#include "dpkit/optim/torch/per_example_layer.h"
 
 namespace dpkit::optim {
 

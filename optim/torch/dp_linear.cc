@@ -1,4 +1,4 @@
-#include "optim/torch/dp_linear.h"
+#include "dpkit/optim/torch/dp_linear.h"
 
 #include <cmath>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "optim/torch/per_example_kernels.h"
+#include "dpkit/optim/torch/per_example_kernels.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "mechanisms/gaussian.h"
-#include "optim/poisson_sampler.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/optim/poisson_sampler.h"
 
 namespace dpkit::optim {
 

@@ -42,10 +42,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "accounting/ledger.h"
-#include "mechanisms/random.h"
-#include "optim/clipping.h"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/optim/clipping.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace dpkit::optim {
 

@@ -19,7 +19,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/per_example_layer.h"
+#include "dpkit/optim/torch/per_example_layer.h"
 
 namespace dpkit::optim::per_example_internal {
 

@@ -1,4 +1,4 @@
-#include "optim/torch/per_example_kernels.h"
+#include "dpkit/optim/torch/per_example_kernels.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "optim/torch/per_example_layer.h"
+#include "dpkit/optim/torch/per_example_layer.h"
 
 #include <vector>
 

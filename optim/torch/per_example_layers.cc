@@ -1,4 +1,4 @@
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 #include <string>
 #include <utility>

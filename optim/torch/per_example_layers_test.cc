@@ -1,4 +1,4 @@
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
-#include "optim/torch/per_example_testing.h"
+#include "dpkit/optim/torch/per_example_testing.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/per_example_testing.h"
+#include "dpkit/optim/torch/per_example_testing.h"
 
 #include <algorithm>
 #include <cstdint>

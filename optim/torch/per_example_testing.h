@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace dpkit::optim {
 

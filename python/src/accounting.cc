@@ -8,15 +8,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/fdp.h"
-#include "accounting/gdp.h"
-#include "accounting/gdp_composition.h"
-#include "accounting/ledger.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
-#include "python/src/bindings.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/fdp.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/gdp_composition.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/python/src/bindings.h"
 
 namespace dpkit::python {
 namespace {

@@ -21,7 +21,7 @@
 #include <pybind11/pybind11.h>
 
 #include "absl/status/statusor.h"
-#include "accounting/result.h"
+#include "dpkit/accounting/result.h"
 
 namespace dpkit::python {
 

@@ -7,8 +7,8 @@
 
 #include <pybind11/pybind11.h>
 
-#include "accounting/calibrate.h"
-#include "python/src/bindings.h"
+#include "dpkit/accounting/calibrate.h"
+#include "dpkit/python/src/bindings.h"
 
 namespace dpkit::python {
 namespace {

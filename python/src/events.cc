@@ -8,8 +8,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "accounting/event.h"
-#include "python/src/bindings.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/python/src/bindings.h"
 
 namespace dpkit::python {
 

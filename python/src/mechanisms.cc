@@ -23,12 +23,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "mechanisms/discrete.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/laplace.h"
-#include "mechanisms/random.h"
-#include "mechanisms/selection.h"
-#include "python/src/bindings.h"
+#include "dpkit/mechanisms/discrete.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/laplace.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/selection.h"
+#include "dpkit/python/src/bindings.h"
 
 namespace dpkit::python {
 namespace {

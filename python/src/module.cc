@@ -1,7 +1,7 @@
 // The `_dpkit` extension module: binds //accounting and //mechanisms (no LibTorch).
 #include <pybind11/pybind11.h>
 
-#include "python/src/bindings.h"
+#include "dpkit/python/src/bindings.h"
 
 PYBIND11_MODULE(_dpkit, m) {
   m.doc() =

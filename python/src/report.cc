@@ -5,9 +5,9 @@
 
 #include <pybind11/pybind11.h>
 
-#include "accounting/event.h"
-#include "accounting/report.h"
-#include "python/src/bindings.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/python/src/bindings.h"
 
 namespace dpkit::python {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/audit/audit.h"
+#include "dpkit/tests/audit/audit.h"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit {
 namespace {

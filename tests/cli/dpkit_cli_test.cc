@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/dpkit_runner.h"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 namespace {
 

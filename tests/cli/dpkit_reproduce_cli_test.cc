@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/dpkit_runner.h"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 namespace dpkit::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/cli/dpkit_runner.h"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 #include <sys/wait.h>
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/cli/dpkit_runner.h"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 namespace dpkit::testing {
 namespace {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/trainer_registry.h"
+#include "dpkit/models/trainer_registry.h"
 #include "nlohmann/json.hpp"
-#include "tests/training/training_testing.h"
+#include "dpkit/tests/training/training_testing.h"
 
 namespace dpkit {
 namespace {

@@ -15,9 +15,9 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
-#include "models/engine/checkpoint.h"
+#include "dpkit/models/engine/checkpoint.h"
 #include "nlohmann/json.hpp"
-#include "tests/training/training_testing.h"
+#include "dpkit/tests/training/training_testing.h"
 
 namespace dpkit {
 namespace {

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "models/engine/engine_testing.h"
-#include "models/trainer_registry.h"
+#include "dpkit/models/engine/engine_testing.h"
+#include "dpkit/models/trainer_registry.h"
 #include "nlohmann/json.hpp"
 
 namespace dpkit::training_testing {

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/fdp.h"
-#include "accounting/rdp.h"
-#include "base/status.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/fdp.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/base/status.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

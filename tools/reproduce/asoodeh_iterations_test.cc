@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

@@ -4,13 +4,13 @@
 #include <utility>
 #include <vector>
 
-#include "accounting/conversions.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/conversions.h"
+#include "dpkit/accounting/rdp.h"
 
-#include "accounting/event.h"
-#include "accounting/report.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/report.h"
 #include "gtest/gtest.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

@@ -2,9 +2,9 @@
 // the paper prints no number for one, so the checks are independent computations.
 #include <cmath>
 
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

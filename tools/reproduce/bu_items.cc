@@ -6,16 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "accounting/event.h"
-#include "accounting/fdp.h"
-#include "accounting/gdp.h"
-#include "accounting/gdp_composition.h"
-#include "accounting/gdp_general_clt.h"
-#include "accounting/pld.h"
-#include "accounting/rdp.h"
-#include "accounting/report.h"
-#include "base/status.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/fdp.h"
+#include "dpkit/accounting/gdp.h"
+#include "dpkit/accounting/gdp_composition.h"
+#include "dpkit/accounting/gdp_general_clt.h"
+#include "dpkit/accounting/pld.h"
+#include "dpkit/accounting/rdp.h"
+#include "dpkit/accounting/report.h"
+#include "dpkit/base/status.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/reproduce/figure.h"
+#include "dpkit/tools/reproduce/figure.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tools/reproduce/figure.h"
+#include "dpkit/tools/reproduce/figure.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -6,9 +6,9 @@
 #include <sstream>
 #include <string>
 
-#include "base/files.h"
+#include "dpkit/base/files.h"
 #include "gtest/gtest.h"
-#include "tools/reproduce/item.h"
+#include "dpkit/tools/reproduce/item.h"
 
 namespace dpkit::tools::reproduce {
 namespace {

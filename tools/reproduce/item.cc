@@ -1,4 +1,4 @@
-#include "tools/reproduce/item.h"
+#include "dpkit/tools/reproduce/item.h"
 
 #include <cmath>
 #include <string>
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "accounting/report_rounding.h"
-#include "base/files.h"
+#include "dpkit/accounting/report_rounding.h"
+#include "dpkit/base/files.h"
 
 namespace dpkit::tools::reproduce {
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "tools/reproduce/figure.h"
+#include "dpkit/tools/reproduce/figure.h"
 
 namespace dpkit::tools::reproduce {
 

@@ -1,7 +1,7 @@
 #include <vector>
 
-#include "tools/reproduce/item.h"
-#include "tools/reproduce/items.h"
+#include "dpkit/tools/reproduce/item.h"
+#include "dpkit/tools/reproduce/items.h"
 
 namespace dpkit::tools::reproduce {
 

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "tools/reproduce/item.h"
+#include "dpkit/tools/reproduce/item.h"
 
 namespace dpkit::tools::reproduce {
 
