@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/make_private.h"
+#include "dpkit/optim/torch/make_private.h"
 
 namespace nn = torch::nn;
 const auto kSum = nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);

@@ -6,8 +6,8 @@ Idempotent: run it after any merge; files already migrated are left byte for byt
   python3 tools/dev/migrate_includes.py            # rewrite the working tree, list changed files
   python3 tools/dev/migrate_includes.py --check    # change nothing; exit 1 and list what is left
 
-What it rewrites (in every file git tracks or would track, outside third_party/, examples/
-and node_modules/):
+What it rewrites (in every file git tracks or would track, outside third_party/,
+examples/consumer/ and node_modules/):
   * C++ sources and headers: `#include "accounting/pld.h"` -> `#include "dpkit/accounting/pld.h"`
     for every dpkit top-level directory (accounting, base, benchmarks, mechanisms, models,
     optim, python, tests, tools, web, and any other top-level directory holding a BUILD file);
@@ -26,7 +26,9 @@ import sys
 
 # Directories that are not dpkit code: stand-ins and BUILD files for other repositories, the
 # example consumer workspace (which has its own `accounting/` package on purpose), npm's tree.
-EXCLUDED_TOP = {"third_party", "examples", "node_modules", "out", "build-cuda"}
+# dpkit's own examples/ (outside examples/consumer/) are migrated like the rest.
+EXCLUDED_TOP = {"third_party", "node_modules", "out", "build-cuda"}
+EXCLUDED_PREFIXES = ("examples/consumer/",)
 # dpkit's top-level packages (issue 15); top-level directories with a BUILD file are added.
 KNOWN_TOP = {"accounting", "base", "benchmarks", "mechanisms", "models", "optim", "python",
              "tests", "tools", "web"}
@@ -51,6 +53,7 @@ def list_files(root):
         ["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "-z"])
     files = sorted({f for f in out.decode().split("\0") if f})
     return [f for f in files if f.split("/")[0] not in EXCLUDED_TOP
+            and not f.startswith(EXCLUDED_PREFIXES)
             and os.path.isfile(os.path.join(root, f))
             and not os.path.islink(os.path.join(root, f))]
 
