@@ -19,11 +19,11 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "mechanisms/random.h"
-#include "models/mnist_models.h"
-#include "optim/torch/cpu_threads.h"
-#include "optim/torch/dp_optimizer.h"
-#include "optim/torch/make_private.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/models/mnist_models.h"
+#include "dpkit/optim/torch/cpu_threads.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/make_private.h"
 
 namespace {
 

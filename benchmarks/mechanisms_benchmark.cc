@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "mechanisms/discrete.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/laplace.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/selection.h"
-#include "mechanisms/sparse_vector.h"
+#include "dpkit/mechanisms/discrete.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/laplace.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/selection.h"
+#include "dpkit/mechanisms/sparse_vector.h"
 
 namespace dpkit::mechanisms {
 namespace {

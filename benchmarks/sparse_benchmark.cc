@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "optim/sparse/private_selection.h"
-#include "optim/sparse/sparse_dp_sgd.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/optim/sparse/private_selection.h"
+#include "dpkit/optim/sparse/sparse_dp_sgd.h"
 
 namespace dpkit::optim::sparse {
 namespace {

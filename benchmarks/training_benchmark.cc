@@ -51,12 +51,12 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/torch.h>
 
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "models/mnist_models.h"
-#include "optim/poisson_sampler.h"
-#include "optim/torch/cpu_threads.h"
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/models/mnist_models.h"
+#include "dpkit/optim/poisson_sampler.h"
+#include "dpkit/optim/torch/cpu_threads.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 namespace {
 

@@ -20,10 +20,10 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "mechanisms/random.h"
-#include "optim/torch/cpu_threads.h"
-#include "optim/torch/dp_optimizer.h"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/optim/torch/cpu_threads.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace {
 

@@ -1,13 +1,13 @@
-#include "mechanisms/discrete.h"
+#include "dpkit/mechanisms/discrete.h"
 
 #include <cmath>
 #include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

@@ -1,15 +1,15 @@
-#include "mechanisms/gaussian_sum_query.h"
+#include "dpkit/mechanisms/gaussian_sum_query.h"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "accounting/ledger.h"
+#include "dpkit/accounting/ledger.h"
 #include "gtest/gtest.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

@@ -1,12 +1,12 @@
-#include "mechanisms/laplace.h"
+#include "dpkit/mechanisms/laplace.h"
 
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

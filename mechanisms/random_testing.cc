@@ -1,4 +1,4 @@
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 #include <cstddef>
 #include <cstdint>

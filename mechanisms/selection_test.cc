@@ -1,4 +1,4 @@
-#include "mechanisms/selection.h"
+#include "dpkit/mechanisms/selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,11 +6,11 @@
 #include <numeric>
 #include <vector>
 
-#include "accounting/rdp.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/statistics_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

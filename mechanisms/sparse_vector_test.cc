@@ -1,11 +1,11 @@
-#include "mechanisms/sparse_vector.h"
+#include "dpkit/mechanisms/sparse_vector.h"
 
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace dpkit::mechanisms {
 namespace {

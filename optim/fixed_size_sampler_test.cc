@@ -1,4 +1,4 @@
-#include "optim/fixed_size_sampler.h"
+#include "dpkit/optim/fixed_size_sampler.h"
 
 #include <cmath>
 #include <cstdio>
@@ -6,11 +6,11 @@
 #include <map>
 #include <vector>
 
-#include "accounting/event.h"
-#include "accounting/rdp.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/rdp.h"
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace dpkit::optim {
 namespace {

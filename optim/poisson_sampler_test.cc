@@ -1,4 +1,4 @@
-#include "optim/poisson_sampler.h"
+#include "dpkit/optim/poisson_sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace dpkit::optim {
 namespace {

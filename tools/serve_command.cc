@@ -33,8 +33,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
-#include "tools/cli.h"
-#include "tools/command.h"
+#include "dpkit/tools/cli.h"
+#include "dpkit/tools/command.h"
 
 ABSL_FLAG(int64_t, port, 8000,
           "TCP port on 127.0.0.1 (0 picks a free port and prints it)");

@@ -1,4 +1,4 @@
-#include "models/engine/distributed.h"
+#include "dpkit/models/engine/distributed.h"
 
 #include <signal.h>
 
@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "optim/poisson_sampler.h"
+#include "dpkit/optim/poisson_sampler.h"
 
 namespace dpkit::models {
 namespace {

@@ -50,9 +50,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "mechanisms/random.h"
-#include "models/trainer_registry.h"
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/models/trainer_registry.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 namespace dpkit::models {
 

@@ -1,6 +1,6 @@
 // The distributed DP step (distributed.h) on 2 processes on 127.0.0.1 (Gloo): forked
 // children form the group; the parent compares their results with one-process runs.
-#include "models/engine/distributed.h"
+#include "dpkit/models/engine/distributed.h"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -20,10 +20,10 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"  // SeededRandomGeneratorForTesting
-#include "optim/torch/dp_optimizer.h"
-#include "optim/torch/per_example_layers.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"  // SeededRandomGeneratorForTesting
+#include "dpkit/optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/per_example_layers.h"
 
 namespace dpkit::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/engine/epoch_report.h"
+#include "dpkit/models/engine/epoch_report.h"
 
 #include <cstdint>
 #include <cstdlib>

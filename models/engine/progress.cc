@@ -1,4 +1,4 @@
-#include "models/engine/progress.h"
+#include "dpkit/models/engine/progress.h"
 
 #include <algorithm>
 #include <cmath>

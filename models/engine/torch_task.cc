@@ -1,4 +1,4 @@
-#include "models/engine/torch_task.h"
+#include "dpkit/models/engine/torch_task.h"
 
 #include <memory>
 #include <optional>
@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "models/dp_step_options.h"
-#include "models/engine/distributed.h"
-#include "models/files.h"
-#include "optim/poisson_sampler.h"
-#include "optim/torch/cpu_threads.h"
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/models/dp_step_options.h"
+#include "dpkit/models/engine/distributed.h"
+#include "dpkit/models/files.h"
+#include "dpkit/optim/poisson_sampler.h"
+#include "dpkit/optim/torch/cpu_threads.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 namespace dpkit::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "models/engine/training_engine.h"
+#include "dpkit/models/engine/training_engine.h"
 
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "accounting/ledger.h"
-#include "models/engine/checkpoint.h"
-#include "models/engine/epoch_report.h"
-#include "models/engine/progress.h"
-#include "models/files.h"
+#include "dpkit/accounting/ledger.h"
+#include "dpkit/models/engine/checkpoint.h"
+#include "dpkit/models/engine/epoch_report.h"
+#include "dpkit/models/engine/progress.h"
+#include "dpkit/models/files.h"
 
 namespace dpkit::models {
 namespace {

@@ -1,14 +1,14 @@
-#include "optim/sparse/sparse_dp_sgd.h"
+#include "dpkit/optim/sparse/sparse_dp_sgd.h"
 
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/statistics_testing.h"
-#include "optim/sparse/private_selection.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/statistics_testing.h"
+#include "dpkit/optim/sparse/private_selection.h"
 
 namespace dpkit::optim::sparse {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_attention.h"
+#include "dpkit/optim/torch/dp_attention.h"
 
 #include <cmath>
 #include <cstdint>

@@ -19,7 +19,7 @@
 
 #include <torch/torch.h>
 
-#include "optim/torch/dp_linear.h"
+#include "dpkit/optim/torch/dp_linear.h"
 
 namespace dpkit::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_attention.h"
+#include "dpkit/optim/torch/dp_attention.h"
 
 #include <memory>
 #include <vector>
@@ -6,8 +6,8 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
-#include "optim/torch/per_example_layers.h"
-#include "optim/torch/per_example_testing.h"
+#include "dpkit/optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_testing.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 #include <cmath>
 #include <memory>
@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace dpkit::optim {
 namespace {

@@ -1,4 +1,4 @@
-#include "optim/torch/make_private.h"
+#include "dpkit/optim/torch/make_private.h"
 
 #include <cmath>
 #include <memory>
@@ -9,8 +9,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "absl/strings/str_cat.h"
-#include "accounting/calibrate.h"
-#include "base/status.h"
+#include "dpkit/accounting/calibrate.h"
+#include "dpkit/base/status.h"
 
 namespace dpkit::optim {
 namespace {

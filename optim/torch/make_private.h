@@ -39,9 +39,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "mechanisms/random.h"
-#include "optim/poisson_sampler.h"
-#include "optim/torch/dp_optimizer.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/optim/poisson_sampler.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
 
 namespace dpkit::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/torch/make_private.h"
+#include "dpkit/optim/torch/make_private.h"
 
 #include <cmath>
 #include <map>
@@ -9,13 +9,13 @@
 
 #include <torch/torch.h>
 
-#include "accounting/calibrate.h"
+#include "dpkit/accounting/calibrate.h"
 #include "gtest/gtest.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "optim/torch/dp_optimizer.h"
-#include "optim/torch/per_example_layers.h"
-#include "optim/torch/per_example_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/optim/torch/dp_optimizer.h"
+#include "dpkit/optim/torch/per_example_layers.h"
+#include "dpkit/optim/torch/per_example_testing.h"
 
 namespace dpkit::optim {
 namespace {

@@ -42,12 +42,12 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
-#include "optim/torch/dp_affine_norm.h"
-#include "optim/torch/dp_attention.h"
-#include "optim/torch/dp_conv2d.h"
-#include "optim/torch/dp_embedding.h"
-#include "optim/torch/dp_linear.h"
-#include "optim/torch/per_example_layer.h"
+#include "dpkit/optim/torch/dp_affine_norm.h"
+#include "dpkit/optim/torch/dp_attention.h"
+#include "dpkit/optim/torch/dp_conv2d.h"
+#include "dpkit/optim/torch/dp_embedding.h"
+#include "dpkit/optim/torch/dp_linear.h"
+#include "dpkit/optim/torch/per_example_layer.h"
 
 namespace dpkit::optim {
 

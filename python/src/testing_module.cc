@@ -7,8 +7,8 @@
 
 #include <pybind11/pybind11.h>
 
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
 
 namespace py = pybind11;
 

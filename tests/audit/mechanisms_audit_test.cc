@@ -9,16 +9,16 @@
 #include <cstdio>
 #include <vector>
 
-#include "accounting/gdp.h"
+#include "dpkit/accounting/gdp.h"
 #include "gtest/gtest.h"
-#include "mechanisms/additive.h"
-#include "mechanisms/calibration.h"
-#include "mechanisms/gaussian.h"
-#include "mechanisms/random.h"
-#include "mechanisms/random_testing.h"
-#include "mechanisms/selection.h"
-#include "mechanisms/sparse_vector.h"
-#include "tests/audit/audit.h"
+#include "dpkit/mechanisms/additive.h"
+#include "dpkit/mechanisms/calibration.h"
+#include "dpkit/mechanisms/gaussian.h"
+#include "dpkit/mechanisms/random.h"
+#include "dpkit/mechanisms/random_testing.h"
+#include "dpkit/mechanisms/selection.h"
+#include "dpkit/mechanisms/sparse_vector.h"
+#include "dpkit/tests/audit/audit.h"
 
 namespace dpkit {
 namespace {

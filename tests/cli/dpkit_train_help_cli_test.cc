@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/cli/dpkit_runner.h"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 namespace dpkit::testing {
 namespace {

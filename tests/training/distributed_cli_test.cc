@@ -16,7 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/training/training_testing.h"
+#include "dpkit/tests/training/training_testing.h"
 
 namespace {
 

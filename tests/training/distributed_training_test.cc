@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/engine/checkpoint.h"
+#include "dpkit/models/engine/checkpoint.h"
 #include "nlohmann/json.hpp"
-#include "tests/training/training_testing.h"
+#include "dpkit/tests/training/training_testing.h"
 
 namespace dpkit {
 namespace {
