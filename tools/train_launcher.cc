@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "dpkit/base/free_port.h"
 #include "dpkit/tools/command.h"
 
 namespace dpkit::tools {
@@ -112,20 +113,6 @@ int SmallPositive(const std::string& text) {
 }
 
 constexpr int kFailureGraceSeconds = 5;
-
-// A free TCP port on 127.0.0.1 (the kernel's choice for port 0), or 0.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof(address);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
-  close(fd);
-  return ok ? ntohs(address.sin_port) : 0;
-}
 
 // The cores this process may run on.
 int UsableCores() {
@@ -207,7 +194,7 @@ int LaunchRanks(const std::string& binary, int argc, char** argv, int nproc) {
   if (SmallPositive(threads) > 0) setenv("OMP_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
   std::string port = FlagValue(argc, argv, "master_port");
   if (port.empty()) {
-    const int free_port = FreePort();
+    const int free_port = base::FreeLoopbackPort();
     if (free_port == 0) {
       std::fprintf(stderr, "dpkit train: no free TCP port on 127.0.0.1 for the rendezvous\n");
       return kExitFailure;

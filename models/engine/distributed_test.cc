@@ -19,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include "dpkit/base/free_port.h"
 #include "gtest/gtest.h"
 #include "dpkit/mechanisms/random.h"
 #include "dpkit/mechanisms/random_testing.h"  // SeededRandomGeneratorForTesting
@@ -31,23 +32,6 @@ namespace {
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
-
-// A free TCP port on 127.0.0.1 (the kernel's choice for port 0).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t size = sizeof(address);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 DistributedSettings Settings(int rank, int port, double timeout_seconds = 30) {
@@ -214,7 +198,7 @@ TEST(DistributedTest, UnionOfShardSamplesIsPoissonWithRateQ) {
 // Given the same batch and the same noise (seeded generator on rank 0), the 2-process
 // update equals the 1-process update to float tolerance, and both ranks hold it.
 TEST(DistributedTest, TwoProcessUpdateEqualsOneProcessUpdate) {
-  const int port = FreePort();
+  const int port = base::FreeLoopbackPort();
   ASSERT_GT(port, 0);
   const std::vector<int> codes = RunTwoRanks([port](int rank) {
     auto group = DistributedGroup::Connect(Settings(rank, port), torch::Device(torch::kCPU));
@@ -254,7 +238,7 @@ TEST(DistributedTest, TwoProcessUpdateEqualsOneProcessUpdate) {
 // sample variance over 200,400 coordinates is sigma^2 C^2 / B^2 (noise on both ranks would
 // double it, N(0, sigma^2 C^2 / N) on rank 0 alone would halve it).
 TEST(DistributedTest, SummedNoiseHasTheFullVarianceOnce) {
-  const int port = FreePort();
+  const int port = base::FreeLoopbackPort();
   ASSERT_GT(port, 0);
   constexpr double kSigma = 1.3, kClip = 2.0, kBatch = 4.0;
   const std::vector<int> codes = RunTwoRanks([port](int rank) {
@@ -303,7 +287,7 @@ TEST(DistributedTest, SummedNoiseHasTheFullVarianceOnce) {
 // one line naming it.
 TEST(DistributedTest, DeadOrHungRankIsNamedWithinTheTimeout) {
   for (const bool hang : {false, true}) {
-    const int port = FreePort();
+    const int port = base::FreeLoopbackPort();
     ASSERT_GT(port, 0);
     const std::string err = TempPath(hang ? "hung.err" : "dead.err");
     const std::vector<int> codes = RunTwoRanks([&](int rank) {

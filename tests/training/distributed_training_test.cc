@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "dpkit/base/free_port.h"
 #include "dpkit/models/engine/checkpoint.h"
 #include "nlohmann/json.hpp"
 #include "dpkit/tests/training/training_testing.h"
@@ -60,19 +61,6 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// A free TCP port on 127.0.0.1 (the kernel's choice for port 0).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof(address);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
-  close(fd);
-  return ok ? ntohs(address.sin_port) : 0;
-}
-
 // Seconds on the monotonic clock, which every process of the machine shares.
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -100,7 +88,7 @@ struct RankResult {
 std::vector<RankResult> RunTwoRanks(TrainOptions o,
                                     const std::function<void(int, FaultPoint, int64_t)>& hook,
                                     bool kill_rank1_after_rank0 = false) {
-  o.distributed.master_port = FreePort();
+  o.distributed.master_port = base::FreeLoopbackPort();
   std::fflush(nullptr);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
