@@ -120,7 +120,7 @@ absl::StatusOr<ItemResult> AbadiComposition() {
                            {"tolerance", kStrongTolerance}, {"agrees", strong_ok}}}});
   result.notes = absl::StrFormat(
       "At T = 10^4 (100 epochs) the paper prints eps ~ %.2f (moments accountant) and ~ %.2f "
-      "(strong composition); dpkit: %.4f (%s, 2 decimals) and %.4f (%s, within %.2f: the "
+      "(strong composition); dpkit: %s (%s, 2 decimals) and %.4f (%s, within %.2f: the "
       "paper states neither its split of delta nor its constants). MA: RDP at TF Privacy's "
       "orders, classic conversion (certified). 'As the paper': Dwork & Roth's Gaussian "
       "constant, amplification to q e0 and Dwork-Rothblum-Vadhan composition, which is NOT "
@@ -128,7 +128,7 @@ absl::StatusOr<ItemResult> AbadiComposition() {
       "certified strong composition (accounting/strong_composition.h: exact Gaussian delta, "
       "amplification log(1 + q(e^e0 - 1)), DRV or Kairouz-Oh-Viswanath optimal composition) "
       "is larger still; the PLD column is dpkit's certified interval on the exact epsilon.",
-      kPaperMa, kPaperStrong, ma_at_end, ma_ok ? "agrees" : "DISAGREES", paper_at_end,
+      kPaperMa, kPaperStrong, FixedUp(ma_at_end, 4), ma_ok ? "agrees" : "DISAGREES", paper_at_end,
       strong_ok ? "agrees" : "DISAGREES", kStrongTolerance);
   result.figure.series = {std::move(ma), std::move(paper), std::move(advanced), std::move(optimal),
                           std::move(pld)};

@@ -14,6 +14,7 @@
 #include "dpkit/accounting/pld.h"
 #include "dpkit/accounting/rdp.h"
 #include "dpkit/accounting/report.h"
+#include "dpkit/accounting/report_rounding.h"
 #include "dpkit/base/status.h"
 #include "dpkit/tools/reproduce/items.h"
 
@@ -116,8 +117,9 @@ absl::StatusOr<ItemResult> BuFig2() {
       pld.y.push_back(d_pld.delta_upper);
       result.table.rows.push_back(
           {name, absl::StrFormat("%g", epsilon), absl::StrFormat("%.3g", d_clt),
-           absl::StrFormat("%.3g", d_ma.delta),
-           absl::StrFormat("[%.3g, %.3g]", d_pld.delta_lower, d_pld.delta_upper)});
+           accounting::FormatUpperBound(d_ma.delta, 3),
+           absl::StrCat("[", accounting::FormatLowerBound(d_pld.delta_lower, 3), ", ",
+                        accounting::FormatUpperBound(d_pld.delta_upper, 3), "]")});
       result.table.json_rows.push_back({{"sigma", s.sigma},
                                         {"epochs", s.epochs},
                                         {"steps", steps},
