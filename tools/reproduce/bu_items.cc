@@ -213,9 +213,9 @@ absl::StatusOr<ItemResult> BuFig3() {
        Fixed(100 * clt_error_printed_mu, 2) + "%", pld_interval},
       {"min type I + II error, CLT at the unrounded mu = " + Fixed(mu, 4) + " (approx.)", "-",
        Fixed(100 * clt_error, 2) + "%", pld_interval},
-      {"min type I + II error, MA (eps, 1e-5)-DP", "9.4%", Fixed(100 * ma_error, 2) + "%",
+      {"min type I + II error, MA (eps, 1e-5)-DP", "9.4%", FixedDown(100 * ma_error, 2) + "%",
        pld_interval},
-      {"epsilon of the moments accountant at delta 1e-5", "3.01", Fixed(eps_ma.epsilon, 4),
+      {"epsilon of the moments accountant at delta 1e-5", "3.01", FixedUp(eps_ma.epsilon, 4),
        "-"}};
   result.table.json_rows = json::array(
       {{{"quantity", "min_error_clt"}, {"paper", paper_clt_error},
