@@ -32,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -118,6 +119,9 @@ struct TrainerInfo {
   // training set of `train_size` examples (0 when unknown, as for --help). The trainer
   // plans its runs with this same function; nullptr: none stated by --help.
   TaskDefaults (*defaults)(const TrainOptions& options, int64_t train_size) = nullptr;
+  // Extra-flag settings under which `defaults` differ, as {flag, value} (e.g. {"model",
+  // "transformer"} for `dpkit train imdb --model=transformer`): --help states those too.
+  std::vector<std::pair<std::string, std::string>> default_variants = {};
 };
 
 // Registers a trainer (called from static initialisers). Returns true. A second

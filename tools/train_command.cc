@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -255,7 +256,9 @@ const std::vector<std::string>& PerModelFlags() {
 
 // MODEL's defaults for a run given only `optimizer` (empty: none): its extra flags at their
 // defaults, the training set's size unknown. The same function plans its runs.
-models::TaskDefaults DefaultsOf(const models::TrainerInfo& trainer, const std::string& optimizer) {
+// `variant` (may be null) sets one extra flag (TrainerInfo::default_variants).
+models::TaskDefaults DefaultsOf(const models::TrainerInfo& trainer, const std::string& optimizer,
+                                const std::pair<std::string, std::string>* variant = nullptr) {
   models::TrainOptions o;
   o.model = trainer.name;
   if (!optimizer.empty()) o.optimizer = optimizer;
@@ -264,7 +267,19 @@ models::TaskDefaults DefaultsOf(const models::TrainerInfo& trainer, const std::s
       o.extra_flags[f] = flag->DefaultValue();
     }
   }
+  if (variant != nullptr) o.extra_flags[variant->first] = variant->second;
   return trainer.defaults(o, 0);
+}
+
+// The per-model flags' values in `d`, by flag name ("" for a batch size that depends on n).
+std::map<std::string, std::string> DefaultValues(const models::TaskDefaults& d) {
+  return {{"learning_rate", absl::StrCat(d.learning_rate)},
+          {"clip_norm", absl::StrCat(d.clip_norm)},
+          {"noise_multiplier", absl::StrCat(d.noise_multiplier)},
+          {"batch_size", d.batch_size > 0 ? absl::StrCat(d.batch_size) : ""},
+          {"epochs", absl::StrCat(d.epochs)},
+          {"optimizer", d.optimizer},
+          {"delta", absl::StrCat(d.delta)}};
 }
 
 absl::Status RunTrain(const CommandContext& context);
@@ -272,14 +287,7 @@ absl::Status RunTrain(const CommandContext& context);
 // `dpkit train MODEL --help`: MODEL's flags only, each per-model flag with MODEL's default.
 Command ModelHelp(const models::TrainerInfo& trainer) {
   const models::TaskDefaults d = DefaultsOf(trainer, "");
-  const std::map<std::string, std::string> values = {
-      {"learning_rate", absl::StrCat(d.learning_rate)},
-      {"clip_norm", absl::StrCat(d.clip_norm)},
-      {"noise_multiplier", absl::StrCat(d.noise_multiplier)},
-      {"batch_size", d.batch_size > 0 ? absl::StrCat(d.batch_size) : ""},
-      {"epochs", absl::StrCat(d.epochs)},
-      {"optimizer", d.optimizer},
-      {"delta", absl::StrCat(d.delta)}};
+  const std::map<std::string, std::string> values = DefaultValues(d);
   std::string usage = absl::StrCat("Usage: dpkit train ", trainer.name, " [flags]\n",
                                    trainer.name, ": ", trainer.summary, ".\n",
                                    "The defaults below are this model's (its paper's settings).");
@@ -292,6 +300,15 @@ Command ModelHelp(const models::TrainerInfo& trainer) {
   }
   if (!d.batch_size_rule.empty()) {
     absl::StrAppend(&usage, "\nThe default --batch_size is ", d.batch_size_rule, ".");
+  }
+  for (const auto& variant : trainer.default_variants) {
+    const std::map<std::string, std::string> other =
+        DefaultValues(DefaultsOf(trainer, "", &variant));
+    absl::StrAppend(&usage, "\nWith --", variant.first, "=", variant.second, " the defaults are");
+    for (const std::string& name : PerModelFlags()) {
+      if (!other.at(name).empty()) absl::StrAppend(&usage, " --", name, "=", other.at(name));
+    }
+    absl::StrAppend(&usage, ".");
   }
   std::vector<FlagSpec> flags;
   for (FlagSpec spec : CommonTrainFlags()) {

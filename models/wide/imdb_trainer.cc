@@ -1,25 +1,35 @@
-// `dpkit train imdb`: Bu et al. 2020, Sec. 4 — IMDb sentiment (aclImdb, 25,000 training
-// reviews): the 10,000 most frequent training words, reviews cut / padded to 256 tokens,
-// Embedding 16 -> global average pooling -> Dense 16 ReLU -> Dense 2 (softmax
-// cross-entropy), trained by NoisyAdam with sigma 0.56, Poisson rate 512/25,000,
-// learning rate 0.02, clip norm 1, 9 epochs, delta 1e-5 (the settings of their
-// tensorflow_privacy `imdb_tutorial.py`, whose loop of 25 epochs stops once mu_CLT > 2,
-// i.e. after epoch 9, mu = 2.07 as in their Sec. 5). The paper reports 83.8 % test accuracy.
+// `dpkit train imdb`: IMDb sentiment (aclImdb, 25,000 training reviews), two models
+// (--model):
 //
+// bow (the default): Bu et al. 2020, Sec. 4 — the 10,000 most frequent training words,
+// reviews cut / padded to 256 tokens, Embedding 16 -> global average pooling -> Dense 16
+// ReLU -> Dense 2 (softmax cross-entropy), trained by NoisyAdam with sigma 0.56, Poisson
+// rate 512/25,000, learning rate 0.02, clip norm 1, 9 epochs, delta 1e-5 (the settings of
+// their tensorflow_privacy `imdb_tutorial.py`, whose loop of 25 epochs stops once mu_CLT > 2,
+// i.e. after epoch 9, mu = 2.07 as in their Sec. 5). The paper reports 83.8 % test accuracy.
 // Per-example clipping uses the layers of optim/torch/per_example_layers.h: the
 // embedding's per-example gradient norms are ghost norms over the review's token rows
 // (Li et al. 2021, Sec. 4.2), so the (10,002 x 16) per-example gradient is never built.
+//
+// transformer: a transformer encoder classifier written with plain torch::nn modules
+// (models/wide/text_transformer.h: d 64, 4 heads, 2 blocks, feed-forward 128, the last 128
+// tokens of each review) and made private by MakePrivate's module replacement
+// (optim::ConvertToPerExample), trained by DP-Adam (Li et al. 2021 fine-tune transformers
+// with DP-Adam) at sigma 1, B 256, C 1, learning rate 1e-3, 3 epochs.
+//
 // The loop, ledger, metrics and checkpoints are the training engine's (models/engine/).
 //
 // Data: --data_dir is the unpacked `aclImdb` folder (train/{pos,neg}, test/{pos,neg}).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include <torch/torch.h>
 
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -27,8 +37,14 @@
 #include "dpkit/models/engine/torch_task.h"
 #include "dpkit/models/trainer_registry.h"
 #include "dpkit/models/wide/imdb.h"
-#include "nlohmann/json.hpp"
+#include "dpkit/models/wide/text_transformer.h"
+#include "dpkit/optim/torch/make_private.h"
 #include "dpkit/optim/torch/per_example_layers.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, model, "bow",
+          "imdb: bow (Bu et al. 2020: embedding 16, average pooling, dense 16) or transformer "
+          "(a 2-block transformer encoder of plain torch::nn modules made private by MakePrivate)");
 
 namespace dpkit::models::wide {
 namespace {
@@ -39,6 +55,10 @@ constexpr int kVocabulary = 10000;
 constexpr int kLength = 256;
 constexpr int64_t kEmbeddingDim = 16;
 constexpr int64_t kHidden = 16;
+// The transformer reads the last 128 tokens of each review (imdb.h keeps the last ones).
+constexpr int kTransformerLength = 128;
+// Test reviews per forward pass in the evaluation (bounds the attention scores' memory).
+constexpr int64_t kEvaluationChunk = 256;
 
 // Embedding 16 -> mean over the sequence (padding included, as Keras'
 // GlobalAveragePooling1D without a mask) -> Dense 16 ReLU -> Dense 2.
@@ -83,25 +103,69 @@ Split ToTensors(const ImdbSplit& split, int length, std::optional<int64_t> subse
   return out;
 }
 
-// Bu et al. 2020, Sec. 4 (IMDb).
-TaskDefaults ImdbDefaults(const TrainOptions& /*options*/, int64_t /*train_size*/) {
+bool IsTransformer(const TrainOptions& options) {
+  const auto model = options.extra_flags.find("model");
+  return model != options.extra_flags.end() && model->second == "transformer";
+}
+
+// Bu et al. 2020, Sec. 4 (IMDb); --model=transformer: DP-Adam at sigma 1 (see the file
+// comment), in physical slices of 128 reviews (the attention scores are B x 4 x 128^2).
+TaskDefaults ImdbDefaults(const TrainOptions& options, int64_t /*train_size*/) {
   TaskDefaults d;
-  d.learning_rate = 0.02;
+  d.optimizer = "adam";
+  d.delta = 1e-5;
   d.clip_norm = 1.0;
+  if (IsTransformer(options)) {
+    d.learning_rate = 1e-3;
+    d.noise_multiplier = 1.0;
+    d.batch_size = 256;
+    d.epochs = 3;
+    d.physical_batch_size = 128;
+    return d;
+  }
+  d.learning_rate = 0.02;
   d.noise_multiplier = 0.56;
   d.batch_size = 512;
   d.epochs = 9;  // their loop stops when mu_CLT > 2: after epoch 9
-  d.optimizer = "adam";
-  d.delta = 1e-5;
   return d;
 }
 
+// The network of --model, private: its forward and the module the engine trains.
+struct Network {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+
+absl::StatusOr<Network> MakeNetwork(bool transformer, int64_t num_ids, int length) {
+  if (!transformer) {
+    ImdbNet net(num_ids);
+    return Network{net.ptr(), [net](const torch::Tensor& x) mutable { return net->forward(x); }};
+  }
+  TextTransformerOptions options;
+  options.vocabulary = num_ids;
+  options.length = length;
+  TextTransformer net(options);
+  // MakePrivate's module replacement: Embedding, Linear and LayerNorm become per-example
+  // layers sharing their parameters (optim/torch/make_private.h).
+  absl::Status converted = optim::ConvertToPerExample(*net);
+  if (!converted.ok()) return converted;
+  return Network{net.ptr(), [net](const torch::Tensor& x) mutable { return net->forward(x); }};
+}
+
 absl::Status TrainImdb(const TrainOptions& o) {
+  const auto model_flag = o.extra_flags.find("model");
+  const std::string model = model_flag == o.extra_flags.end() ? "bow" : model_flag->second;
+  if (model != "bow" && model != "transformer") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model must be bow or transformer, got '", model, "'"));
+  }
+  const bool transformer = model == "transformer";
   TorchTask task;
   // LibTorch's threads, the BLAS's and the allocator, before any tensor operation.
   task.threads = ConfigureTorchThreads(o);
   const std::string dir = o.data_dir.empty() ? "data/aclImdb" : o.data_dir;
-  absl::StatusOr<ImdbData> data = ReadImdb(dir, kVocabulary, kLength);
+  absl::StatusOr<ImdbData> data =
+      ReadImdb(dir, kVocabulary, transformer ? kTransformerLength : kLength);
   if (!data.ok()) {
     return absl::Status(data.status().code(),
                         absl::StrCat(data.status().message(),
@@ -110,31 +174,38 @@ absl::Status TrainImdb(const TrainOptions& o) {
   const Split train = ToTensors(data->train, data->length, o.train_subset);
   const Split test = ToTensors(data->test, data->length, o.test_subset);
   torch::manual_seed(o.seed);  // initialisation only
-  ImdbNet net(data->vocabulary_size + 2);  // ids 0 (pad), 1 (OOV), 2 + rank
+  // ids 0 (pad), 1 (OOV), 2 + rank
+  absl::StatusOr<Network> net = MakeNetwork(transformer, data->vocabulary_size + 2, data->length);
+  if (!net.ok()) return net.status();
+  auto forward = net->forward;
 
-  task.model_name = o.model;
-  task.model = net.ptr().get();
+  task.model_name = transformer ? "imdb --model=transformer" : o.model;
+  task.model = net->module.get();
   task.train_size = train.labels.size(0);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
-    torch::Tensor logits = net->forward(train.tokens.index_select(0, index).to(device));
+    torch::Tensor logits = forward(train.tokens.index_select(0, index).to(device));
     return TorchLosses{F::cross_entropy(logits, train.labels.index_select(0, index).to(device),
                             F::CrossEntropyFuncOptions().reduction(torch::kNone))};
   };
   task.evaluate = [&](const torch::Device& device) {
     int64_t correct = 0;
     const int64_t n = test.labels.size(0);
-    for (int64_t first = 0; first < n; first += 1000) {
-      const int64_t len = std::min<int64_t>(1000, n - first);
-      torch::Tensor logits = net->forward(test.tokens.narrow(0, first, len).to(device));
+    for (int64_t first = 0; first < n; first += kEvaluationChunk) {
+      const int64_t len = std::min<int64_t>(kEvaluationChunk, n - first);
+      torch::Tensor logits = forward(test.tokens.narrow(0, first, len).to(device));
       correct += logits.argmax(1).cpu().eq(test.labels.narrow(0, first, len)).sum().item<int64_t>();
     }
-    return nlohmann::json{{"test_accuracy", n > 0 ? static_cast<double>(correct) / n : 0.0}};
+    return TestAccuracyJson(correct, n);
   };
-  task.describe = [](const nlohmann::json& m) {
-    return absl::StrFormat("test accuracy %.2f%%", 100 * m["test_accuracy"].get<double>());
-  };
+  task.describe = DescribeTestAccuracy;
   task.defaults = ImdbDefaults(o, task.train_size);
   return RunTorchTraining(o, std::move(task));
+}
+
+std::vector<std::string> ImdbFlags() {
+  std::vector<std::string> flags = DpStepFlagNames();
+  flags.push_back("model");
+  return flags;
 }
 
 }  // namespace
@@ -142,7 +213,7 @@ absl::Status TrainImdb(const TrainOptions& o) {
 
 DPKIT_REGISTER_TRAINER((dpkit::models::TrainerInfo{
     "imdb",
-    "embedding 16 + average pooling + dense 16 on IMDb (aclImdb in --data_dir), NoisyAdam "
-    "(Bu et al. 2020)",
-    dpkit::models::DpStepFlagNames(), &dpkit::models::wide::TrainImdb,
-    &dpkit::models::wide::ImdbDefaults}));
+    "IMDb sentiment (aclImdb in --data_dir): embedding 16 + average pooling + dense 16, "
+    "NoisyAdam (Bu et al. 2020), or --model=transformer",
+    dpkit::models::wide::ImdbFlags(), &dpkit::models::wide::TrainImdb,
+    &dpkit::models::wide::ImdbDefaults, {{"model", "transformer"}}}));
