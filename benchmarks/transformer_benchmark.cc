@@ -8,11 +8,18 @@
 // (sigma 1), SGD; the non-private step runs plain LibTorch ops (F::linear, F::embedding,
 // torch::layer_norm) on those tensors, mean loss, SGD.
 // BM_TransformerDpVsNonPrivate alternates one step of each per iteration and reports
-// nonprivate_ms, dp_ms, ratio (wall clock) and cpu_ratio (process CPU time).
+// nonprivate_ms, dp_ms, ratio (wall clock) and cpu_ratio (process CPU time), and the peak
+// live CPU tensor bytes of each step (benchmarks/tensor_memory.h, a counting allocator
+// installed before the model is built): nonprivate_peak_mb and dp_peak_mb (everything
+// live: parameters, data, activations, gradients, per-example buffers), memory_ratio
+// (their ratio: Opacus' measure, issue 18's goal <= 1.3), and step_memory_ratio (the ratio
+// of the peaks above what was live when each step began).
 // Arguments: {batch, LibTorch threads}.
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +27,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "dpkit/benchmarks/tensor_memory.h"
 #include "dpkit/mechanisms/random.h"
 #include "dpkit/optim/torch/cpu_threads.h"
 #include "dpkit/optim/torch/dp_optimizer.h"
@@ -96,6 +104,7 @@ double CpuSeconds() {
 
 void BM_TransformerDpVsNonPrivate(benchmark::State& state) {
   dpkit::optim::ConfigureCpuThreads(static_cast<int>(state.range(1)));
+  dpkit::benchmarks::CpuTensorMemory& memory = dpkit::benchmarks::CpuTensorMemory::Install();
   torch::manual_seed(0);
   const int64_t batch = state.range(0);
   Encoder model;
@@ -113,10 +122,13 @@ void BM_TransformerDpVsNonPrivate(benchmark::State& state) {
   torch::Tensor y = torch::randint(0, 2, {batch}, torch::kLong);
   using Clock = std::chrono::steady_clock;
   double wall[2] = {0, 0}, cpu[2] = {0, 0};  // [0] non-private, [1] DP
+  int64_t peak[2] = {0, 0}, step_peak[2] = {0, 0};  // bytes: all live, above the start
   int64_t i = 0;
   for (auto _ : state) {
     for (int k = 0; k < 2; ++k) {
       const int mode = static_cast<int>((i + k) % 2);  // alternate which goes first
+      memory.ResetPeak();
+      const int64_t live_at_start = memory.live_bytes();
       Clock::time_point start = Clock::now();
       double cpu_start = CpuSeconds();
       if (mode == 0) {
@@ -133,6 +145,8 @@ void BM_TransformerDpVsNonPrivate(benchmark::State& state) {
       }
       cpu[mode] += CpuSeconds() - cpu_start;
       wall[mode] += std::chrono::duration<double>(Clock::now() - start).count();
+      peak[mode] = std::max(peak[mode], memory.peak_bytes());
+      step_peak[mode] = std::max(step_peak[mode], memory.peak_bytes() - live_at_start);
     }
     ++i;
   }
@@ -140,6 +154,11 @@ void BM_TransformerDpVsNonPrivate(benchmark::State& state) {
   state.counters["dp_ms"] = 1e3 * wall[1] / static_cast<double>(i);
   state.counters["ratio"] = wall[1] / wall[0];
   state.counters["cpu_ratio"] = cpu[1] / cpu[0];
+  state.counters["nonprivate_peak_mb"] = static_cast<double>(peak[0]) / 1e6;
+  state.counters["dp_peak_mb"] = static_cast<double>(peak[1]) / 1e6;
+  state.counters["memory_ratio"] = static_cast<double>(peak[1]) / static_cast<double>(peak[0]);
+  state.counters["step_memory_ratio"] =
+      static_cast<double>(step_peak[1]) / static_cast<double>(step_peak[0]);
 }
 
 }  // namespace
