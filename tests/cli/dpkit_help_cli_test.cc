@@ -256,6 +256,11 @@ TEST(DpkitHelpTest, EachModelsHelpStatesItsOwnDefaults) {
   EXPECT_EQ(movielens["batch_size"], "");
   EXPECT_NE(Dpkit("train movielens --help").out.find("The default --batch_size is n/80 rounded"),
             std::string::npos);
+  // imdb states its transformer's defaults too (TrainerInfo::default_variants).
+  EXPECT_NE(Dpkit("train imdb --help").out.find(
+                "With --model=transformer the defaults are --learning_rate=0.001 --clip_norm=1 "
+                "--noise_multiplier=1 --batch_size=256 --epochs=3 --optimizer=adam --delta=1e-05."),
+            std::string::npos);
 }
 
 TEST(DpkitHelpTest, TrainHelpStatesEachDefaultOnce) {
