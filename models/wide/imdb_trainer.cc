@@ -31,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dpkit/models/dp_step_options.h"
@@ -199,7 +200,15 @@ absl::Status TrainImdb(const TrainOptions& o) {
   };
   task.describe = DescribeTestAccuracy;
   task.defaults = ImdbDefaults(o, task.train_size);
-  return RunTorchTraining(o, std::move(task));
+  absl::Status status = RunTorchTraining(o, std::move(task));
+  if (o.resume && absl::StrContains(status.message(), "model.pt cannot be read")) {
+    // The likeliest cause: the run was trained with the other --model.
+    return absl::Status(status.code(), absl::StrCat(status.message(),
+                                                    "; --resume needs the run's own --model "
+                                                    "(this one: --model=",
+                                                    model, ")"));
+  }
+  return status;
 }
 
 std::vector<std::string> ImdbFlags() {

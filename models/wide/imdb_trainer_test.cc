@@ -180,6 +180,9 @@ TEST(ImdbTrainerTest, TransformerResumesAfterSigkill) {
   other.extra_flags["model"] = "bow";
   const absl::Status refused = FindTrainer("imdb")->run(other);
   EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("--resume needs the run's own --model (this one: --model=bow)"),
+            std::string::npos)
+      << refused;
   EXPECT_EQ(refused.message().find('\n'), std::string::npos) << refused;
   EXPECT_EQ(ReadJsonLines(fresh.output_dir + "/ledger.jsonl").size(), 7u);
   ASSERT_EQ(RunInChild(resume), 0);
