@@ -73,7 +73,9 @@ std::map<std::string, torch::Tensor> LoopGradients(TextTransformer& plain) {
       if (auto* layer = dynamic_cast<optim::PerExampleLayer*>(m.get())) {
         const std::vector<torch::Tensor> params = layer->DpParameters();
         const std::vector<torch::Tensor> g = layer->PerExampleGradients();
-        for (size_t k = 0; k < params.size(); ++k) single[params[k].unsafeGetTensorImpl()] = g[k][0];
+        for (size_t k = 0; k < params.size(); ++k) {
+          single[params[k].unsafeGetTensorImpl()] = g[k][0];
+        }
       }
     }
     for (const auto& p : plain->named_parameters()) {
