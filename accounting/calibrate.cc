@@ -357,10 +357,10 @@ namespace {
 constexpr double kMinSamplingRate = 1e-12;
 constexpr long double kMaxStepsFromEpochs = 1e12L;
 
-// The largest q in [1e-12, 1] with eps(q) <= target, to kRelativeWidth (GeometricSearch).
-// steps_at(q) gives T (fixed, or ceil(epochs / q)); it returns 0 when q gives too many
-// steps, which counts as missing the target. PLD starts at the RDP answer (else the
-// CLT's), where extreme rates such as q = 1 that PLD evaluates slowly are not visited.
+// The largest q in [1e-12, 1] with eps(q) <= target, to kRelativeWidth (GeometricSearch;
+// PLD: ModelSearch). steps_at(q) gives T (fixed, or ceil(epochs / q)); it returns 0 when q
+// gives too many steps, which counts as missing the target. PLD starts at the CLT's
+// answer, where extreme rates such as q = 1 that PLD evaluates slowly are not visited.
 template <typename StepsAt>
 Result<SamplingRateCalibration> SearchSamplingRate(double target_epsilon, double delta,
                                                    double noise_multiplier,
