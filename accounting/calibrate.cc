@@ -111,10 +111,8 @@ Result<Found> GeometricSearch(const EpsAt& eps_at, double target, double start, 
   return Found{good, eps_good};
 }
 
-// Step factor of the bracketing phase: 2 from a blind start, 1.25 from a start that a
-// cheaper accountant calibrated (the answer is then close by).
+// Step factor of the bracketing phase (RDP and GDP searches, blind starts).
 constexpr double kBlindFactor = 2;
-constexpr double kHintedFactor = 1.25;
 
 // The PLD searches (calibrate_search.h): coarse evaluations at 10x the requested grid
 // tolerance (capped at PldOptions' largest, 0.1) place the points; the answer and its bad
