@@ -46,6 +46,7 @@ class Searcher {
       if (has_good_ && (good_v_ <= vlo_ || Closed())) return std::optional<SearchPoint>(SearchPoint{good_x_, good_eps_});
       if (has_bad_ && bad_v_ >= vhi_) return std::optional<SearchPoint>();
       const double x = NextFine();
+      one_sided_evaluations_ = has_good_ && has_bad_ ? 0 : one_sided_evaluations_ + 1;
       auto interval = eval_(x, /*fine=*/true);
       if (!interval.ok()) return Error{interval.error()};
       const double v = ToV(x);
@@ -162,9 +163,9 @@ class Searcher {
     } else if (!std::isfinite(root)) {
       v = has_good_ ? good_v_ - kLn2 : (has_bad_ ? bad_v_ + kLn2 : ToV(spec_.start));
     } else if (has_good_ && root >= good_v_ - width_) {
-      v = good_v_ - width_;  // one width across the boundary: closes if it is bad
+      v = good_v_ - OneSidedStep();  // one width across the boundary: closes if it is bad
     } else if (has_bad_ && root <= bad_v_ + width_) {
-      v = bad_v_ + width_;
+      v = bad_v_ + OneSidedStep();
     } else {
       v = root + width_ / 2;  // just inside the good side
       // One-sided: at most a factor 2 past the nearest evaluated point.
@@ -172,6 +173,14 @@ class Searcher {
       if (has_bad_ && !has_good_) v = std::min(v, bad_v_ + kLn2);
     }
     return ToX(std::min(std::max(v, vlo_), vhi_));
+  }
+
+  // One width; doubled for each further fine evaluation that still leaves the boundary on
+  // one side (a model that keeps missing it), up to a factor 2 in x.
+  double OneSidedStep() const {
+    if (has_good_ && has_bad_) return width_;
+    const int doublings = std::min(std::max(one_sided_evaluations_ - 1, 0), 30);
+    return std::min(width_ * std::ldexp(1.0, doublings), kLn2);
   }
 
   // Integral x: the boundary lies between a good x and its neighbour on the bad side.
@@ -213,6 +222,7 @@ class Searcher {
   bool has_good_ = false, has_bad_ = false;
   double good_x_ = 0, good_v_ = 0, good_eps_ = 0, bad_x_ = 0, bad_v_ = 0;
   int steps_in_bracket_ = 0;
+  int one_sided_evaluations_ = 0;  // fine evaluations so far without a two-sided bracket
 };
 
 }  // namespace

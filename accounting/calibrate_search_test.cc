@@ -75,6 +75,23 @@ TEST(ModelSearchTest, StepsLikeIntegerBoundary) {
   EXPECT_LE(s.fine_calls, 4);
 }
 
+TEST(ModelSearchTest, MisleadingCoarseBoundsCostOnlyAFewMoreEvaluations) {
+  // Valid but skewed coarse bounds (upper 6 % above, so the estimate is 4 % too high) and a
+  // slope hint of the wrong size: the search still ends at the boundary.
+  Synthetic s{2.4, -1.6};
+  IntervalAt eval = [&s](double x, bool fine) -> Result<EpsilonInterval> {
+    const double e = s.Exact(x);
+    if (fine) return EpsilonInterval{e * (1 + 1e-5), e * (1 - 1e-5)};
+    return EpsilonInterval{e * 1.06, e * (1 - 1e-3)};
+  };
+  SearchSpec spec{2.0, 1.3, 1e-3, 1e4, /*good_is_large=*/true, /*integer=*/false, 5e-4,
+                  -0.2};
+  auto found = ModelSearch(eval, spec);
+  ASSERT_TRUE(found.ok()) << found.error();
+  ASSERT_TRUE(found->has_value());
+  ExpectCertifiedAndOptimal(s, spec, **found);
+}
+
 TEST(ModelSearchTest, LimitsOfTheRange) {
   // Good everywhere: the bad-side limit itself.
   Synthetic loose{0.1, 0.5};
