@@ -245,6 +245,43 @@ Result<Calibration> CalibrateNoiseMultiplier(double target_epsilon, double delta
   return Calibration{found->x, found->epsilon};
 }
 
+namespace {
+
+// LargestSteps for kPld: a model-guided search (calibrate_search.h) from the CLT's answer
+// with its slope. Arguments checked by the caller.
+Result<StepsCalibration> PldLargestSteps(double target_epsilon, double delta,
+                                         double sampling_rate, double noise_multiplier,
+                                         int64_t max_steps, const CalibrationOptions& options) {
+  calibrate_internal::SearchSpec spec{target_epsilon, 1.0, 1.0,
+                                      static_cast<double>(max_steps),
+                                      /*good_is_large=*/false, /*integer=*/true,
+                                      kRelativeWidth};
+  if (auto clt = LargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier,
+                              max_steps, Accountant::kGdp);
+      clt.ok() && clt->steps >= 1) {
+    spec.start = static_cast<double>(clt->steps);
+    spec.slope_hint = CltSlope(
+        [&](double t) {
+          return DpSgdEpsilon(sampling_rate, noise_multiplier, static_cast<int64_t>(t),
+                              delta, Accountant::kGdp);
+        },
+        spec.start, std::max(spec.start + 1, std::round(spec.start * kSlopeStep)));
+  }
+  auto found = calibrate_internal::ModelSearch(
+      [&](double t, bool fine) {
+        return PldInterval(sampling_rate, noise_multiplier, static_cast<int64_t>(t), delta,
+                           options.pld, fine);
+      },
+      spec);
+  if (!found.ok()) return Error{found.error()};
+  if (!found->has_value()) {
+    return StepsCalibration{0, std::numeric_limits<double>::infinity()};
+  }
+  return StepsCalibration{static_cast<int64_t>((*found)->x), (*found)->epsilon};
+}
+
+}  // namespace
+
 Result<StepsCalibration> LargestSteps(double target_epsilon, double delta,
                                       double sampling_rate, double noise_multiplier,
                                       int64_t max_steps, Accountant accountant,
@@ -259,33 +296,8 @@ Result<StepsCalibration> LargestSteps(double target_epsilon, double delta,
     return DpSgdEpsilon(sampling_rate, noise_multiplier, t, delta, accountant, options);
   };
   if (accountant == Accountant::kPld) {
-    // A model-guided search (calibrate_search.h) from the CLT's answer with its slope.
-    calibrate_internal::SearchSpec spec{target_epsilon, 1.0, 1.0,
-                                        static_cast<double>(max_steps),
-                                        /*good_is_large=*/false, /*integer=*/true,
-                                        kRelativeWidth};
-    if (auto clt = LargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier,
-                                max_steps, Accountant::kGdp);
-        clt.ok() && clt->steps >= 1) {
-      spec.start = static_cast<double>(clt->steps);
-      spec.slope_hint = CltSlope(
-          [&](double t) {
-            return DpSgdEpsilon(sampling_rate, noise_multiplier, static_cast<int64_t>(t),
-                                delta, Accountant::kGdp);
-          },
-          spec.start, std::max(spec.start + 1, std::round(spec.start * kSlopeStep)));
-    }
-    auto found = calibrate_internal::ModelSearch(
-        [&](double t, bool fine) {
-          return PldInterval(sampling_rate, noise_multiplier, static_cast<int64_t>(t), delta,
-                             options.pld, fine);
-        },
-        spec);
-    if (!found.ok()) return Error{found.error()};
-    if (!found->has_value()) {
-      return StepsCalibration{0, std::numeric_limits<double>::infinity()};
-    }
-    return StepsCalibration{static_cast<int64_t>((*found)->x), (*found)->epsilon};
+    return PldLargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier, max_steps,
+                           options);
   }
   // Blind: an exponential search from T = 1.
   const int64_t start = 1;
