@@ -191,7 +191,9 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
       {"clipping_groups", plan.step.clipping_groups},
       {"clipping_scales", plan.step.clipping_scales},
       {"microbatch_size", absl::StrCat(plan.step.microbatch_size)},
-      {"sampler", plan.step.sampler}};
+      {"sampler", plan.step.sampler},
+      {"privacy_unit", plan.step.privacy_unit},
+      {"user_ids", plan.step.user_ids}};
   for (const std::string& name : privacy_flags) {
     const auto known = parsed.find(name);
     const auto value = effective.extra_flags.find(name);
