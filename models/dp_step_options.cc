@@ -164,9 +164,10 @@ absl::StatusOr<DpStepOptions> ParseDpStepOptions(const TrainOptions& o, int64_t 
     return absl::InvalidArgumentError(absl::StrCat(
         "--sampler must be poisson, fixed_size or shuffled, got '", step.sampler, "'"));
   }
-  if (step.sampler != "poisson" && o.target_epsilon) {
+  if (step.shuffled() && o.target_epsilon) {
     return absl::InvalidArgumentError(
-        "--target_epsilon needs --sampler=poisson: the calibration assumes Poisson sampling");
+        "--target_epsilon needs --sampler=poisson or fixed_size: shuffled batches are not "
+        "accounted");
   }
   if (step.fixed_size() && step.microbatch_size > 1) {
     return absl::InvalidArgumentError("--sampler=fixed_size needs --microbatch_size=1");

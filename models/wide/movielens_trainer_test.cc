@@ -198,6 +198,16 @@ TEST(MovieLensTrainerTest, FixedSizeRunRecordsReplaceOneStepsAndIsAccountedByRdp
   EXPECT_NEAR(last["epsilon"]["rdp"]["epsilon"].get<double>(), eps->epsilon, 1e-9 * eps->epsilon);
   EXPECT_TRUE(last["epsilon"]["pld"].contains("not_applicable")) << last["epsilon"];
   EXPECT_EQ(last["epsilon"]["headline"]["accountant"], "rdp") << last["epsilon"];
+  // --target_epsilon calibrates sigma by the same bound: the run's epsilon meets it.
+  o.output_dir = TestPath("ml_fixed_target");
+  o.target_epsilon = 2.0;
+  testing::internal::CaptureStdout();
+  const absl::Status calibrated = FindTrainer("movielens")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(calibrated.ok()) << calibrated;
+  const nlohmann::json target_last = ReadJsonLines(o.output_dir + "/metrics.jsonl").back();
+  EXPECT_LE(target_last["epsilon"]["rdp"]["epsilon"].get<double>(), 2.0);
+  EXPECT_GT(target_last["epsilon"]["rdp"]["epsilon"].get<double>(), 1.9);
 }
 
 TEST(MovieLensTrainerTest, BadDataIsAOneLineError) {
