@@ -198,6 +198,23 @@ TEST(MovieLensTrainerTest, FixedSizeRunRecordsReplaceOneStepsAndIsAccountedByRdp
   EXPECT_NEAR(last["epsilon"]["rdp"]["epsilon"].get<double>(), eps->epsilon, 1e-9 * eps->epsilon);
   EXPECT_TRUE(last["epsilon"]["pld"].contains("not_applicable")) << last["epsilon"];
   EXPECT_EQ(last["epsilon"]["headline"]["accountant"], "rdp") << last["epsilon"];
+  // --resume keeps the checkpoint's sampler and continues the same ledger of events.
+  TrainOptions resumed = o;
+  resumed.epochs = 2;
+  resumed.resume = true;
+  resumed.extra_flags.erase("sampler");
+  testing::internal::CaptureStdout();
+  const absl::Status continued = FindTrainer("movielens")->run(resumed);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(continued.ok()) << continued;
+  const nlohmann::json resumed_last = ReadJsonLines(o.output_dir + "/metrics.jsonl").back();
+  EXPECT_EQ(resumed_last["sampler"], "fixed_size");
+  EXPECT_EQ(resumed_last["step"].get<int64_t>(), 2 * steps);
+  const std::vector<nlohmann::json> both = ReadJsonLines(o.output_dir + "/ledger.jsonl");
+  ASSERT_EQ(static_cast<int64_t>(both.size()), 2 * steps);
+  for (const nlohmann::json& line : both) {
+    EXPECT_EQ(accounting::Event::FromJson(line["event"]).value(), step_event);
+  }
   // --target_epsilon calibrates sigma by the same bound: the run's epsilon meets it.
   o.output_dir = TestPath("ml_fixed_target");
   o.target_epsilon = 2.0;
