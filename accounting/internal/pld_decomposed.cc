@@ -96,6 +96,16 @@ ld LossQuantile(const Mechanism& m, Direction dir, ld p) {
       .hi;
 }
 
+// The largest l with P(L <= l) <= p: where a grid built for the tail budget p starts
+// (ChooseGridRange, pld_component_pmfs.cc; bisection as in LossQuantile).
+ld LowerLossEnd(const Mechanism& m, Direction dir, ld p) {
+  auto below = [&](ld l) { return LossTailsAt(m, dir, l).fp; };  // P(L <= l)
+  return Bisect<ld>(
+             -kMaxLoss, kMaxLoss, [&](ld mid) { return !(below(mid) <= p); },
+             [](ld lo, ld hi) { return !(hi - lo > 1e-12_ld * (1 + std::fabs(hi))); }, 200)
+      .lo;
+}
+
 // The grids of the decomposition: the fine grid h_f of the bulk (cells up to tau0), the
 // block grid H = factor h_f, and the tail grid H_G = factor_g H (cells from tau_tail H_G
 // up).
@@ -119,6 +129,13 @@ Result<std::optional<DecompositionGrids>> ChooseDecompositionGrids(const Decompo
   // At most kMaxDecomposedFineCells fine cells up to tau (a cost limit, see the header).
   h_f = std::max<ld>(h_f, (tau0 - lower_end) / static_cast<ld>(kMaxDecomposedFineCells));
   if (!(h_f > 0) || !std::isfinite(static_cast<double>(h_f))) {
+    return std::optional<DecompositionGrids>();
+  }
+  // The bulk's grid also covers the losses below the 1e-9 quantile down to the tail budget:
+  // where that is long (a thin lower tail, e.g. the add direction at q = 1e-6), the
+  // decomposition is skipped before it is built (a cost limit, see the header).
+  if (!((tau0 - LowerLossEnd(m, dir, in.tail)) / h_f <=
+        static_cast<ld>(kMaxDecomposedTailCells))) {
     return std::optional<DecompositionGrids>();
   }
   const double hf = static_cast<double>(h_f);

@@ -30,7 +30,8 @@ Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound = 
 // The bulk's fine grid h_f is coarsened until its cells up to tau fit kMaxDecomposedFineCells
 // (any grid gives certified bounds: only tightness depends on it), and the decomposition is
 // skipped where the tail grid would need more than kMaxDecomposedTailCells cells (its powers
-// and products are summed directly, at a cost quadratic in that count).
+// and products are summed directly, at a cost quadratic in that count), or the bulk's grid,
+// down to where the tail budget lets it start, as many.
 constexpr int64_t kMaxDecomposedFineCells = int64_t{1} << 15;
 constexpr int64_t kMaxDecomposedTailCells = int64_t{1} << 16;
 
