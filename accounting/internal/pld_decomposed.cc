@@ -96,6 +96,16 @@ ld LossQuantile(const Mechanism& m, Direction dir, ld p) {
       .hi;
 }
 
+// The largest l with P(L <= l) <= p: where a grid built for the tail budget p starts
+// (ChooseGridRange, pld_component_pmfs.cc; bisection as in LossQuantile).
+ld LowerLossEnd(const Mechanism& m, Direction dir, ld p) {
+  auto below = [&](ld l) { return LossTailsAt(m, dir, l).fp; };  // P(L <= l)
+  return Bisect<ld>(
+             -kMaxLoss, kMaxLoss, [&](ld mid) { return !(below(mid) <= p); },
+             [](ld lo, ld hi) { return !(hi - lo > 1e-12_ld * (1 + std::fabs(hi))); }, 200)
+      .lo;
+}
+
 // The grids of the decomposition: the fine grid h_f of the bulk (cells up to tau0), the
 // block grid H = factor h_f, and the tail grid H_G = factor_g H (cells from tau_tail H_G
 // up).
@@ -116,9 +126,16 @@ Result<std::optional<DecompositionGrids>> ChooseDecompositionGrids(const Decompo
   const ld q10 = LossQuantile(m, dir, 0.9_ld), q90 = LossQuantile(m, dir, 0.1_ld);
   const ld lower_end = LossQuantile(m, dir, 1 - 1e-9_ld);
   ld h_f = std::min<ld>(in.h_pess, (q90 - q10) / 64);
-  // At most 2^20 fine cells up to tau.
-  h_f = std::max<ld>(h_f, (tau0 - lower_end) / 1048576);
+  // At most kMaxDecomposedFineCells fine cells up to tau (a cost limit, see the header).
+  h_f = std::max<ld>(h_f, (tau0 - lower_end) / static_cast<ld>(kMaxDecomposedFineCells));
   if (!(h_f > 0) || !std::isfinite(static_cast<double>(h_f))) {
+    return std::optional<DecompositionGrids>();
+  }
+  // The bulk's grid also covers the losses below the 1e-9 quantile down to the tail budget:
+  // where that is long (a thin lower tail, e.g. the add direction at q = 1e-6), the
+  // decomposition is skipped before it is built (a cost limit, see the header).
+  if (!((tau0 - LowerLossEnd(m, dir, in.tail)) / h_f <=
+        static_cast<ld>(kMaxDecomposedTailCells))) {
     return std::optional<DecompositionGrids>();
   }
   const double hf = static_cast<double>(h_f);
@@ -157,6 +174,11 @@ Result<std::optional<DecompositionGrids>> ChooseDecompositionGrids(const Decompo
       1, static_cast<int64_t>(std::floor(std::max<ld>(g.big_h, tau0 / 32) / g.big_h)));
   g.tail_h = static_cast<double>(g.factor_g) * g.big_h;
   g.tau_tail = static_cast<int64_t>(std::ceil(tau0 / g.tail_h));
+  // The tail's cells up to the loss above which its grid puts the mass at +inf (tail budget).
+  const ld tail_cells = (LossQuantile(m, dir, in.tail) - tau0) / static_cast<ld>(g.tail_h);
+  if (!(tail_cells <= static_cast<ld>(kMaxDecomposedTailCells))) {
+    return std::optional<DecompositionGrids>();
+  }
   return std::optional<DecompositionGrids>(g);
 }
 
@@ -289,6 +311,20 @@ Result<Pmf> BlockLaw(const Decomposition& d, int64_t steps, Eigen::FFT<double>* 
   return out;
 }
 
+// Whether the decomposition's tail grid can fit kMaxDecomposedTailCells, checked before any
+// PMF is built. ChooseDecompositionGrids makes the block grid
+// H = factor h_f <= h_block <= h_pess sqrt(T0) / 2 and the tail grid H_G = factor_g H <=
+// max(H, tau / 32), so the tail needs at least (top - tau) / max(h_pess sqrt(T0) / 2, tau / 32)
+// cells; where even that exceeds the limit, ChooseDecompositionGrids would refuse it.
+bool TailGridMayFit(const Mechanism& m, Direction dir, int64_t total, double h_pess, ld tail) {
+  const int64_t t0 = std::llround(std::sqrt(static_cast<double>(total)));
+  const ld tau0 = LossQuantile(m, dir, 0.005_ld / static_cast<ld>(t0));
+  const ld widest = std::max<ld>(static_cast<ld>(h_pess) * std::sqrt(static_cast<ld>(t0)) / 2,
+                                 tau0 / 32);
+  const ld cells = (LossQuantile(m, dir, tail) - tau0) / widest;
+  return !(cells > static_cast<ld>(kMaxDecomposedTailCells));
+}
+
 }  // namespace
 
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
@@ -341,6 +377,9 @@ Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
     return std::optional<DecomposedResults>();
   }
   if (!(m.base == Base::kGaussian || m.base == Base::kLaplace)) {
+    return std::optional<DecomposedResults>();
+  }
+  if (!TailGridMayFit(m, dir, static_cast<int64_t>(count), prepared->h, prepared->tail)) {
     return std::optional<DecomposedResults>();
   }
   auto comps = BuildDirection(&*prepared, dir);

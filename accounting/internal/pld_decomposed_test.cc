@@ -45,6 +45,18 @@ TEST(PldDecomposedTest, DoesNotApplyToOtherEventsOrFewUses) {
   EXPECT_FALSE(two->has_value());
 }
 
+TEST(PldDecomposedTest, SkipsATailGridOverItsCostLimit) {
+  // Issue 21: q = 1e-6, sigma = 0.5, T = 1000, delta = 1e-15 (the driver's grid 3.16e-5 and
+  // tail budget delta 1e-7) needs about 1.2M tail cells; the decomposition built them for
+  // seconds and certified nothing. It is now refused before any PMF is built.
+  const Query query{Query::Kind::kEpsilonAtDelta, 1e-15};
+  auto r = DecomposedBoundsForEvent(*DpSgdEvent(1e-6, 0.5, 1000), {1e-4, 3.16228e-5}, 1e-22L,
+                                    Direction::kRemove, {Bound::kLower, Bound::kUpper}, query,
+                                    std::numeric_limits<ld>::infinity());
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->has_value());
+}
+
 TEST(PldDecomposedTest, BoundsBracketTheComposedGaussian) {
   // 400 uses of a Gaussian with noise multiplier 4 (exactly mu-GDP with mu = 5, Dong,
   // Roth, Su 2019, Cor. 3.3): the decomposition's bounds are ordered and within 1 % (the
