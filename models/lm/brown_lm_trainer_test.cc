@@ -128,6 +128,29 @@ TEST(BrownLmTrainerTest, ResumeAfterSigkillKeepsTheLedgerCoveringEveryStep) {
   EXPECT_EQ(CompleteJsonLines(o.output_dir + "/ledger.jsonl"), 8 + 10);
 }
 
+// --lm_non_private: the baseline trains without noise (and without a ledger) and learns;
+// a noise flag beside it is refused.
+TEST(BrownLmTrainerTest, NonPrivateBaselineWritesNoLedgerAndRefusesNoiseFlags) {
+  TrainOptions o = ToyRun("lm_nonprivate", WriteToyCorpus("lm_np_toy", 60));
+  o.extra_flags["lm_non_private"] = "true";
+  o.epochs = 3;
+  o.learning_rate = 0.01;
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("brown-lm")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 3u);
+  EXPECT_LT(metrics.back()["validation_perplexity"].get<double>(), 21.0 / 2);
+  EXPECT_FALSE(std::ifstream(o.output_dir + "/ledger.jsonl").good());
+  TrainOptions noisy = ToyRun("lm_nonprivate_noisy", o.data_dir);
+  noisy.extra_flags["lm_non_private"] = "true";
+  noisy.noise_multiplier = 1.0;
+  const absl::Status refused = FindTrainer("brown-lm")->run(noisy);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("--lm_non_private"), std::string::npos) << refused;
+}
+
 TEST(BrownLmTrainerTest, RejectsHeadsThatDoNotDivideTheWidth) {
   TrainOptions o = ToyRun("lm_bad", WriteToyCorpus("lm_bad_toy", 10));
   o.extra_flags["lm_heads"] = "3";
