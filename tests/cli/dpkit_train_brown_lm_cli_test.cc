@@ -75,5 +75,13 @@ TEST(DpkitTrainBrownLmTest, HelpStatesTheDefaultsThePrivacyUnitAndTheModelFlags)
   }
 }
 
+TEST(DpkitTrainBrownLmTest, ListedAndAMissingCorpusIsAUsageError) {
+  const CliRun run = Dpkit("train --help");
+  EXPECT_NE((run.out + run.err).find("\n  brown-lm  "), std::string::npos) << run.out;
+  const std::string missing = TempDir() + "/no_such_corpus";
+  ExpectUsageError("train brown-lm --data_dir=" + missing, "cannot open Brown corpus directory");
+  ExpectUsageError("train brown-lm --data_dir=" + missing, "--data_dir");
+}
+
 }  // namespace
 }  // namespace dpkit::testing
