@@ -145,7 +145,7 @@ bool NonPrivate(const TrainOptions& o) {
 }
 
 // Defaults: on the full corpus (n = 24,007 windows, q = 256/n, 282 steps) the certified
-// epsilon at delta 1e-5 is 5.103 (PLD; RDP 6.20), within the goal of 8; a few minutes of
+// epsilon at delta 1e-5 is 5.103 (PLD; RDP 6.194), within the goal of 8; a few minutes of
 // 2 idle CPU cores. Per-example clipping at C = 1 with Adam (models/README.md: measured).
 TaskDefaults BrownLmDefaults(const TrainOptions& options, int64_t /*train_size*/) {
   TaskDefaults d;
