@@ -7,7 +7,9 @@
 # Lot 600 (Poisson), C 4, lr 0.1 decayed linearly to 0.052 over 10 epochs (`dpkit train
 # mnist-pca` does this), EPOCHS_{LARGE,MEDIUM,SMALL} epochs (defaults 30, 60, 120). ε is the
 # certified bound of each run's ledger after every epoch; the table takes the last epoch
-# within the paper's ε. Time: ~3-6 s per epoch on 2 shared cores, ~15-20 min in all.
+# within the paper's ε. Time, measured here (2 shared cores, load ~14, --threads=1): 30
+# epochs of the large level in 233 s (~7.8 s per epoch with evaluation and accounting), so
+# ~28 min for the default 210 epochs. Pass THREADS=N for --threads (default 1).
 # Usage: benchmarks/reproduce_abadi_pca.sh [NOISE...]   (large medium small by default)
 # Writes $OUT/<noise>-seed<S>/ (OUT=/tmp/dpkit-abadi-pca, SEEDS="1") and
 # $OUT/results/abadi-pca.{md,json,csv,svg}.
@@ -31,7 +33,8 @@ for level in "${levels[@]}"; do
     echo "== Abadi et al. 2016 DP-PCA, $level noise, seed $seed: ${args[*]}"
     start=$(date +%s)
     "$DPKIT" train mnist-pca --batch_size=600 --clip_norm=4 --learning_rate=0.1 --delta=1e-5 \
-      --format=json --seed="$seed" --overwrite --output_dir="$OUT/$level-seed$seed" "${args[@]}"
+      --format=json --seed="$seed" --threads="${THREADS:-1}" --overwrite \
+      --output_dir="$OUT/$level-seed$seed" "${args[@]}"
     echo "== $level seed $seed: $(( $(date +%s) - start )) s"
   done
 done

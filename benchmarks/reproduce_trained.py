@@ -237,7 +237,7 @@ def abadi_pca(runs, out_dir):
             epoch, eps, acc = within[-1] if within else (None, None, None)
             rows.append([name, f"{sigma:g}", f"{sigma_p:g}", f"{paper_eps:g}", up(eps, 3),
                          f"{paper_acc:.0f}", "-" if acc is None else f"{acc:.2f}",
-                         "-" if epoch is None else str(epoch)])
+                         "-" if epoch is None else str(int(epoch))])
             json_rows.append({"noise": name, "sigma": sigma, "sigma_p": sigma_p, "run": d,
                               "paper_epsilon": paper_eps, "epsilon_certified": eps,
                               "paper_accuracy": paper_acc, "accuracy": acc, "epoch": epoch})

