@@ -1,5 +1,7 @@
 #include "dpkit/models/mnist_models.h"
 
+#include <algorithm>
+
 namespace dpkit::models {
 namespace {
 
@@ -66,6 +68,14 @@ PcaMlpImpl::PcaMlpImpl(int64_t input_dim, int64_t hidden) {
 
 torch::Tensor PcaMlpImpl::forward(const torch::Tensor& x) {
   return fc2_(torch::relu(fc1_(x)));
+}
+
+double AbadiPcaLearningRate(int64_t step, int64_t steps_per_epoch, double initial) {
+  constexpr double kDecayEpochs = 10, kFinalFraction = 0.052 / 0.1;
+  const double progress = std::min(
+      1.0, static_cast<double>(step) /
+               (kDecayEpochs * static_cast<double>(std::max<int64_t>(1, steps_per_epoch))));
+  return initial * (1 - (1 - kFinalFraction) * progress);
 }
 
 }  // namespace dpkit::models

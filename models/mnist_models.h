@@ -59,6 +59,13 @@ class PcaMlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PcaMlp);
 
+// The learning rate of PcaMlp's training (Abadi et al. 2016, Sec. 5.1: "set at 0.1
+// initially and linearly decreased to 0.052 over 10 epochs and then fixed to 0.052
+// thereafter") at 0-based step `step` with `steps_per_epoch` steps per epoch, for an initial
+// rate `initial` (0.1 in the paper; another initial rate keeps the same shape, ending at
+// 0.52 * initial): initial * (1 - 0.48 * min(1, step / (10 * steps_per_epoch))).
+double AbadiPcaLearningRate(int64_t step, int64_t steps_per_epoch, double initial);
+
 }  // namespace dpkit::models
 
 #endif  // DPKIT_MODELS_MNIST_MODELS_H_

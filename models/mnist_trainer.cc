@@ -234,6 +234,7 @@ absl::Status Train(Task kind, const TrainOptions& o) {
       return PreparePca(c, pca_sigma, data, projection);
     };
     task.prepared_files = {kProjectionFile};
+    task.learning_rate_at = AbadiPcaLearningRate;  // Abadi et al. 2016, Sec. 5.1
   }
   return RunTorchTraining(o, std::move(task));
 }
@@ -263,7 +264,9 @@ DPKIT_REGISTER_TRAINER((TrainerInfo{
     "fashion-mnist", "the same CNN on Fashion-MNIST (Debian dataset-fashion-mnist)",
     WithDpStepFlags({"activation"}), &TrainFashionMnist, &CnnDefaults}));
 DPKIT_REGISTER_TRAINER((TrainerInfo{
-    "mnist-pca", "Abadi et al. 2016: DP-PCA to 60 dims + 1000-unit MLP on MNIST",
+    "mnist-pca",
+    "Abadi et al. 2016: DP-PCA to 60 dims + 1000-unit MLP on MNIST; learning rate "
+    "decayed linearly to 0.52x over 10 epochs, then constant (their Sec. 5.1)",
     WithDpStepFlags({"pca_noise_multiplier"}), &TrainMnistPca, &PcaDefaults}));
 
 }  // namespace dpkit::models

@@ -67,7 +67,7 @@ struct TrainOptions {
   double delta = 1e-5;                      // --delta
   std::optional<int64_t> batch_size;        // --batch_size (expected, Poisson)
   std::optional<double> epochs;             // --epochs
-  std::optional<std::string> optimizer;     // --optimizer=sgd|adam|adagrad
+  std::optional<std::string> optimizer;     // --optimizer=sgd|adam|noisy_adam|adagrad
   uint64_t seed = 0;                        // --seed: model initialisation only (sampling,
                                             // data order and noise are always secure)
   std::string device = "cpu";               // --device=cpu|cuda

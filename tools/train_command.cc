@@ -26,7 +26,9 @@
 // them (tools/train_command.cc, TrainHelp), not these texts.
 ABSL_FLAG(double, learning_rate, 0.0, "learning rate");
 ABSL_FLAG(double, clip_norm, 0.0, "per-example L2 clipping norm C");
-ABSL_FLAG(std::string, optimizer, "sgd", "DP-SGD, DP-Adam or DP-AdaGrad");
+ABSL_FLAG(std::string, optimizer, "sgd",
+          "DP-SGD, DP-Adam (torch's Adam), NoisyAdam (Bu et al. 2020, Alg. 2: no bias "
+          "correction) or DP-AdaGrad");
 ABSL_FLAG(std::string, device, "cpu", "where to train");
 ABSL_FLAG(std::string, output_dir, "",
           "directory for ledger.jsonl, metrics.jsonl and checkpoints (none if empty)");
@@ -58,7 +60,7 @@ namespace {
 
 // --optimizer's values (parsed, checked and listed by --help from here).
 const std::vector<std::string>& Optimizers() {
-  static const auto* names = new std::vector<std::string>{"sgd", "adam", "adagrad"};
+  static const auto* names = new std::vector<std::string>{"sgd", "adam", "noisy_adam", "adagrad"};
   return *names;
 }
 

@@ -140,6 +140,8 @@ class TorchDpTask : public TrainingTask {
     records_.emplace(*std::move(records));
     physical_batch_size_ = plan.step.physical_batch_size;
     microbatch_size_ = plan.step.microbatch_size;
+    steps_per_epoch_ = plan.steps_per_epoch;
+    planned_learning_rate_ = plan.learning_rate;
     fixed_size_ = plan.step.fixed_size();
     sampling_rate_ = plan.privacy.sampling_rate;
     batch_size_ = plan.privacy.batch_size;
@@ -222,6 +224,10 @@ class TorchDpTask : public TrainingTask {
       outcome.examples += range.num_examples;
       if (losses.correct >= 0) outcome.correct = std::max<int64_t>(outcome.correct, 0) + losses.correct;
     }
+    if (task_.learning_rate_at) {
+      const double rate = task_.learning_rate_at(step, steps_per_epoch_, planned_learning_rate_);
+      for (auto& group : dp_->optimizer().param_groups()) group.options().set_lr(rate);
+    }
     absl::StatusOr<optim::DpStepResult> stepped =
         distributed_step_ ? distributed_step_->Step(step) : dp_->Step(step);
     if (!stepped.ok()) return stepped.status();
@@ -294,6 +300,8 @@ class TorchDpTask : public TrainingTask {
   std::optional<optim::StepRecordSampler> records_;
   std::unique_ptr<optim::DpOptimizer> dp_;
   int64_t physical_batch_size_ = 512, microbatch_size_ = 1, batch_size_ = 1;
+  int64_t steps_per_epoch_ = 1;
+  double planned_learning_rate_ = 0;
   bool fixed_size_ = false;
   DistributedSettings distributed_;
   std::optional<UserIndex> users_;

@@ -63,6 +63,12 @@ struct TorchTask {
   // Optional: see TorchPrepareContext; `prepared_files` lists what it writes.
   std::function<absl::Status(const TorchPrepareContext& context)> prepare;
   std::vector<std::string> prepared_files;
+  // Optional: the learning rate of step `step` (0-based, counted over the whole run, so a
+  // resumed run continues the schedule) from the planned rate and steps per epoch; set on
+  // the optimizer before each update. Unset: the planned rate throughout. Post-processing
+  // of the noisy gradients: privacy is unchanged.
+  std::function<double(int64_t step, int64_t steps_per_epoch, double planned_rate)>
+      learning_rate_at;
   std::string threads;  // ConfigureTorchThreads()'s description
   // Optional: the user id of each training example (size train_size), the privacy unit
   // of --privacy_unit=user (movielens: the rating's user). Empty: --user_ids gives them.

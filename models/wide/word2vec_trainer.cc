@@ -279,6 +279,9 @@ class Word2VecTask : public TrainingTask {
   // plan, ledger entry, then the update divided by the expected batch size.
   absl::Status DenseDpStep(int64_t step, LedgerSink& ledger);
   nlohmann::json PrivacyJson(int64_t steps) const;
+  // The memorization audit of the trained model (memorization_audit.h): the canaries'
+  // ranks against the uniform distribution and against the out-of-training baseline.
+  absl::StatusOr<nlohmann::json> AuditJson();
 
   TrainOptions o_;
   Settings s_;
@@ -507,6 +510,54 @@ nlohmann::json Word2VecTask::PrivacyJson(int64_t steps) const {
   return j;
 }
 
+absl::StatusOr<nlohmann::json> Word2VecTask::AuditJson() {
+  const std::vector<Phrase> phrases =
+      RandomPhrases(kVocabularySize, static_cast<int>(s_.num_reference), audit_engine_);
+  std::vector<double> reference;
+  reference.reserve(phrases.size());
+  for (const Phrase& p : phrases) {
+    reference.push_back(model_.LogPerplexity(std::vector<int32_t>{p.first, p.last}, p.middle));
+  }
+  // Out-of-training baseline (Zhang, Mironov & Hejazinia 2021, Table 2): as many phrases
+  // drawn like the canaries, never inserted, from their own generator (so the canaries and
+  // the reference phrases are those of a run without the baseline).
+  std::mt19937_64 baseline_engine(o_.seed ^ 0xba5e11e5ULL);
+  const std::vector<Phrase> held_out =
+      RandomPhrases(kVocabularySize, static_cast<int>(canaries_.size()), baseline_engine);
+  std::vector<int64_t> ranks, baseline;
+  double exposure = 0, baseline_exposure = 0;
+  for (const Phrase& c : canaries_) {
+    ranks.push_back(CanaryRank(model_, c, reference));
+    exposure += Exposure(ranks.back(), s_.num_reference) / static_cast<double>(canaries_.size());
+  }
+  for (const Phrase& c : held_out) {
+    baseline.push_back(CanaryRank(model_, c, reference));
+    baseline_exposure +=
+        Exposure(baseline.back(), s_.num_reference) / static_cast<double>(held_out.size());
+  }
+  auto chi = UniformRankChiSquare(ranks, s_.num_reference, 10);
+  if (!chi.ok()) return chi.status();
+  auto versus = TwoSampleRankChiSquare(ranks, baseline, s_.num_reference, 10);
+  if (!versus.ok()) return versus.status();
+  auto median = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return nlohmann::json{{"canaries", s_.num_canaries},
+                        {"repeats", s_.canary_repeats},
+                        {"reference_phrases", s_.num_reference},
+                        {"median_rank", median(ranks)},
+                        {"chi_square", chi->statistic},
+                        {"degrees_of_freedom", chi->degrees_of_freedom},
+                        {"p_value", chi->p_value},
+                        {"mean_exposure", exposure},
+                        {"baseline_median_rank", median(baseline)},
+                        {"baseline_mean_exposure", baseline_exposure},
+                        {"baseline_chi_square", versus->statistic},
+                        {"baseline_degrees_of_freedom", versus->degrees_of_freedom},
+                        {"baseline_p_value", versus->p_value}};
+}
+
 absl::Status Word2VecTask::Finish(const RunPlan& plan, int64_t steps,
                                   const std::string& ledger_path) {
   nlohmann::json summary{{"model", "word2vec"},
@@ -520,26 +571,9 @@ absl::Status Word2VecTask::Finish(const RunPlan& plan, int64_t steps,
                          {"sampling_rate", plan.privacy.sampling_rate},
                          {"epsilon", PrivacyJson(steps)}};
   if (s_.num_canaries > 0) {
-    const std::vector<Phrase> phrases =
-        RandomPhrases(kVocabularySize, static_cast<int>(s_.num_reference), audit_engine_);
-    std::vector<double> reference;
-    reference.reserve(phrases.size());
-    for (const Phrase& p : phrases) {
-      reference.push_back(model_.LogPerplexity(std::vector<int32_t>{p.first, p.last}, p.middle));
-    }
-    std::vector<int64_t> ranks;
-    for (const Phrase& c : canaries_) ranks.push_back(CanaryRank(model_, c, reference));
-    auto chi = UniformRankChiSquare(ranks, s_.num_reference, 10);
-    if (!chi.ok()) return chi.status();
-    std::vector<int64_t> sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    summary["audit"] = {{"canaries", s_.num_canaries},
-                        {"repeats", s_.canary_repeats},
-                        {"reference_phrases", s_.num_reference},
-                        {"median_rank", sorted[sorted.size() / 2]},
-                        {"chi_square", chi->statistic},
-                        {"degrees_of_freedom", chi->degrees_of_freedom},
-                        {"p_value", chi->p_value}};
+    auto audit = AuditJson();
+    if (!audit.ok()) return audit.status();
+    summary["audit"] = *std::move(audit);
   }
   if (!ledger_path.empty()) {
     // The ledger re-accounted by accounting/ (as `dpkit ledger` does).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dpkit/mechanisms/gaussian.h"
 #include "dpkit/optim/poisson_sampler.h"
+#include "dpkit/optim/torch/noisy_adam.h"
 
 namespace dpkit::optim {
 
@@ -27,12 +28,16 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(
     return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::Adam>(
         parameters, torch::optim::AdamOptions(learning_rate)));
   }
+  if (name == "noisy_adam") {  // Bu et al. 2020, Alg. 2: Adam without bias correction
+    return std::unique_ptr<torch::optim::Optimizer>(
+        std::make_unique<NoisyAdam>(parameters, torch::optim::AdamOptions(learning_rate)));
+  }
   if (name == "adagrad") {
     return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::Adagrad>(
         parameters, torch::optim::AdagradOptions(learning_rate)));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("optimizer must be one of sgd, adam, adagrad, got '", name, "'"));
+      absl::StrCat("optimizer must be one of sgd, adam, noisy_adam, adagrad, got '", name, "'"));
 }
 
 absl::StatusOr<std::unique_ptr<DpOptimizer>> DpOptimizer::Create(

@@ -1,4 +1,4 @@
-// DP optimizers: DP-SGD (NoisySGD), DP-Adam (NoisyAdam) and DP-AdaGrad as wrappers around
+// DP optimizers: DP-SGD (NoisySGD), DP-Adam (torch's Adam, or NoisyAdam) and DP-AdaGrad as wrappers around
 // torch::optim optimizers (Abadi et al. 2016, Alg. 1; Bu et al. 2020, Algs. 1-2).
 //
 // One logical step over a Poisson batch of expected size B = q n:
@@ -85,7 +85,10 @@ struct DpStepResult {
 // aborts the step: the update is not applied and Step() returns the error.
 using DpStepListener = std::function<absl::Status(const accounting::SamplingRecord&)>;
 
-// The torch optimizer for "sgd" | "adam" | "adagrad" with learning rate lr.
+// The torch optimizer for "sgd" | "adam" | "noisy_adam" | "adagrad" with learning rate lr:
+// "adam" is torch::optim::Adam (bias-corrected, Kingma & Ba 2015), "noisy_adam" is Bu et
+// al. 2020's Algorithm 2 exactly (optim/torch/noisy_adam.h: no bias correction); both with
+// betas (0.9, 0.999) and xi = 1e-8.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeTorchOptimizer(
     const std::string& name, std::vector<torch::Tensor> parameters, double learning_rate);
 

@@ -510,3 +510,41 @@ TEST(DpOptimizerTest, AdamAndAdagradStepWithNoisyGradients) {
 
 }  // namespace
 }  // namespace dpkit::optim
+
+namespace dpkit::optim {
+namespace {
+
+// --optimizer=noisy_adam: the DP step's noisy mean gradient g~ (here sigma 0: the clipped
+// sum over B) then Bu et al. 2020, Alg. 2's first step, theta -= eta m_1 / (sqrt(u_1) + xi)
+// with m_1 = (1 - beta1) g~ and u_1 = (1 - beta2) g~^2 (no bias correction), by hand.
+TEST(DpOptimizerTest, NoisyAdamStepIsAlgorithm2OnTheClippedMean) {
+  torch::manual_seed(3);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.3;
+  options.sampling_rate = 0.5;
+  options.expected_batch_size = 10;
+  const double lr = 0.01;
+  auto opt = MakeTorchOptimizer("noisy_adam", net.parameters(), lr);
+  ASSERT_TRUE(opt.ok());
+  auto dp = DpOptimizer::Create(net, *std::move(opt), options,
+                                std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(1));
+  ASSERT_TRUE(dp.ok());
+  torch::Tensor x = torch::randn({8, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {8}, torch::kLong);
+  std::vector<torch::Tensor> expected = ExpectedUpdate(net, x, y, {{0, 1, 2, 3}}, {0.3}, 10);
+  for (auto& e : expected) {
+    torch::Tensor g = -e;  // ExpectedUpdate returns -g~
+    e = -lr * (0.1 * g) / ((0.001 * g * g).sqrt() + 1e-8);
+  }
+  auto before = Snapshot(net);
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_TRUE((*dp)->AccumulatePhysicalBatch().ok());
+  ASSERT_TRUE((*dp)->Step().ok());
+  ExpectUpdate(net, before, expected);
+}
+
+}  // namespace
+}  // namespace dpkit::optim

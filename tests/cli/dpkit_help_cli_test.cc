@@ -222,7 +222,8 @@ TEST(DpkitHelpTest, EachModelsHelpStatesItsOwnDefaults) {
         EXPECT_GT(std::stod(value), 0.0) << name << "=" << value;
       }
     }
-    EXPECT_EQ(flags.at("optimizer").choices, (std::vector<std::string>{"sgd", "adam", "adagrad"}));
+    EXPECT_EQ(flags.at("optimizer").choices,
+              (std::vector<std::string>{"sgd", "adam", "noisy_adam", "adagrad"}));
     // Another model's extra flag is not listed (dpkit train refuses it for this model).
     EXPECT_EQ(flags.count(model == "word2vec" ? "activation" : "algorithm"), 0u);
   }
@@ -271,7 +272,7 @@ TEST(DpkitHelpTest, TrainHelpStatesEachDefaultOnce) {
     EXPECT_TRUE(first == std::string::npos || line.find("default:", first + 1) == std::string::npos)
         << line;
   }
-  EXPECT_NE(help.out.find("one of: sgd|adam|adagrad; default: sgd"), std::string::npos);
+  EXPECT_NE(help.out.find("one of: sgd|adam|noisy_adam|adagrad; default: sgd"), std::string::npos);
 }
 
 }  // namespace
