@@ -47,6 +47,7 @@
 #include "dpkit/optim/torch/dp_conv2d.h"
 #include "dpkit/optim/torch/dp_embedding.h"
 #include "dpkit/optim/torch/dp_linear.h"
+#include "dpkit/optim/torch/dp_rnn.h"
 #include "dpkit/optim/torch/per_example_layer.h"
 
 namespace dpkit::optim {
