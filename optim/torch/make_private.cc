@@ -253,7 +253,7 @@ void GuardParameters(const std::string& path, torch::nn::Module& module) {
                   "' received an ordinary (unclipped) gradient: the forward pass used it "
                   "outside its per-example layer (a member holder still pointing to the "
                   "original module, or a weight used functionally); call the layers through "
-                  "the module tree");
+                  "the module tree (e.g. hold the layer in a one-element torch::nn::Sequential)");
       return grad;
     });
   }

@@ -6,10 +6,10 @@
 // Embedding, LayerNorm, GroupNorm, LSTM and GRU by the per-example layer of the same
 // configuration (DpLinear, DpConv2d, DpEmbedding, DpLayerNorm, DpGroupNorm, DpLSTM, DpGRU;
 // per_example_layers.h) that SHARES the original's parameter tensors: the same TensorImpls
-// under the same names, so
-// named_parameters(), an optimizer built before the call, and checkpoints keep working, and
-// the outputs are those of the original module (Linear on (B, in), Conv2d, Embedding, LSTM,
-// GRU: bit for bit; the affine norms apply their affine after the normalisation, to rounding).
+// under the same names, so named_parameters(), an optimizer built before the call, and
+// checkpoints keep working, and the outputs are those of the original module (Linear on
+// (B, in), Conv2d, Embedding, LSTM, GRU: bit for bit; the affine norms apply their affine
+// after the normalisation, to rounding).
 // Dp* layers already in the model are kept. It refuses, with one line naming the module's
 // path and what to use instead: BatchNorm (mixes examples), any other module with trainable
 // parameters and no per-example rule, a configuration the rules do not cover (Linear

@@ -85,6 +85,33 @@ TEST(MakePrivateRnnTest, RefusesBidirectionalAndProjectedRecurrentLayers) {
   EXPECT_FALSE(ConvertToPerExample(*no_bias).ok());
 }
 
+// The documented alternative to a plain member holder (make_private.h): a member Sequential
+// holding one layer, called with the layer's own arguments, is redirected.
+struct SequentialMember : nn::Module {
+  nn::Sequential lstm{nullptr};
+  SequentialMember() { lstm = register_module("lstm", nn::Sequential(nn::LSTM(3, 4))); }
+  torch::Tensor forward(const torch::Tensor& x,
+                        const std::tuple<torch::Tensor, torch::Tensor>& hx) {
+    // AnyModule checks argument types exactly: the LSTM's second argument is an optional.
+    using State = torch::optional<std::tuple<torch::Tensor, torch::Tensor>>;
+    return std::get<0>(lstm->forward<LstmOutput>(x, State(hx))).sum(0);
+  }
+};
+
+TEST(MakePrivateRnnTest, AOneLayerSequentialMemberIsRedirected) {
+  torch::manual_seed(4);
+  SequentialMember net;
+  torch::Tensor x = torch::randn({6, 2, 3});
+  std::tuple<torch::Tensor, torch::Tensor> hx = {torch::randn({1, 2, 4}),
+                                                 torch::randn({1, 2, 4})};
+  torch::Tensor before = net.forward(x, hx);
+  ASSERT_TRUE(ConvertToPerExample(net).ok());
+  torch::Tensor after = net.forward(x, hx);
+  EXPECT_TRUE(torch::equal(after, before));
+  after.sum().backward();  // the guard hooks stay silent: the DpLSTM ran
+  EXPECT_TRUE(net.lstm[0]->as<DpLSTMImpl>()->HasCapture());
+}
+
 TEST(MakePrivateRnnTest, DpStepEqualsTheHandComputedClippedStep) {
   torch::manual_seed(3);
   UserTagger net, plain;  // `plain` stays a torch::nn model: ordinary autograd per example
