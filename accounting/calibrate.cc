@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dpkit/accounting/calibrate_search.h"
 #include "dpkit/accounting/conversions.h"
 #include "dpkit/accounting/event.h"
 #include "dpkit/accounting/gdp.h"
@@ -109,10 +111,46 @@ Result<Found> GeometricSearch(const EpsAt& eps_at, double target, double start, 
   return Found{good, eps_good};
 }
 
-// Step factor of the bracketing phase: 2 from a blind start, 1.25 from a start that a
-// cheaper accountant calibrated (the answer is then close by).
+// Step factor of the bracketing phase (RDP and GDP searches, blind starts).
 constexpr double kBlindFactor = 2;
-constexpr double kHintedFactor = 1.25;
+
+// The PLD searches (calibrate_search.h): coarse evaluations at 10x the requested grid
+// tolerance (capped at PldOptions' largest, 0.1) place the points; the answer and its bad
+// neighbour are evaluated with the caller's options.
+constexpr double kCoarseToleranceFactor = 10;
+constexpr double kLargestTolerance = 0.1;
+
+// Certified PLD bounds on epsilon of DpSgdEvent(q, sigma, T) at delta, with the caller's
+// options (fine) or a coarser grid.
+Result<calibrate_internal::EpsilonInterval> PldInterval(double sampling_rate,
+                                                        double noise_multiplier,
+                                                        int64_t steps, double delta,
+                                                        const PldOptions& pld, bool fine) {
+  auto event = DpSgdEvent(sampling_rate, noise_multiplier, steps);
+  if (!event.ok()) return Error{event.error()};
+  PldOptions options = pld;
+  if (!fine && options.discretization_interval == 0) {
+    options.epsilon_tolerance =
+        std::min(kLargestTolerance, options.epsilon_tolerance * kCoarseToleranceFactor);
+  }
+  auto bounds = PldEpsilon(*event, delta, options);
+  if (!bounds.ok()) return Error{bounds.error()};
+  return calibrate_internal::EpsilonInterval{bounds->epsilon_upper, bounds->epsilon_lower};
+}
+
+// d log epsilon / d log x of the CLT (eps_at: x -> GDP epsilon) between x0 and x1: the PLD
+// search's first slope. 0 when not finite.
+template <typename EpsAt>
+double CltSlope(const EpsAt& eps_at, double x0, double x1) {
+  auto e0 = eps_at(x0);
+  auto e1 = eps_at(x1);
+  if (!e0.ok() || !e1.ok() || !(*e0 > 0) || !(*e1 > 0)) return 0;
+  const double slope = std::log(*e1 / *e0) / std::log(x1 / x0);
+  return std::isfinite(slope) ? slope : 0;
+}
+
+// A 1 % step for CltSlope.
+constexpr double kSlopeStep = 1.01;
 
 }  // namespace
 
@@ -174,29 +212,75 @@ Result<Calibration> CalibrateNoiseMultiplier(double target_epsilon, double delta
   auto eps_at = [&](double sigma) {
     return DpSgdEpsilon(sampling_rate, sigma, steps, delta, accountant, options);
   };
-  // PLD evaluations are the expensive ones: start them at the (cheap) RDP answer, which
-  // is close (RDP needs somewhat more noise), else at the CLT's, rather than at sigma = 1.
-  double start = 1, factor = kBlindFactor;
+  const std::string none = "no noise_multiplier <= 1e4 reaches target_epsilon " +
+                           FormatDouble(target_epsilon) + " at delta " + FormatDouble(delta);
   if (accountant == Accountant::kPld) {
-    auto rdp = CalibrateNoiseMultiplier(target_epsilon, delta, sampling_rate, steps,
-                                        Accountant::kRdp, options);
-    if (rdp.ok()) {
-      start = rdp->noise_multiplier;
-      factor = kHintedFactor;
-    } else if (auto clt = CalibrateNoiseMultiplier(target_epsilon, delta, sampling_rate,
-                                                   steps, Accountant::kGdp);
-               clt.ok()) {
-      start = clt->noise_multiplier;  // the CLT's answer: near, but on either side
+    // PLD evaluations are the expensive ones: a model-guided search (calibrate_search.h)
+    // from the CLT's answer (microseconds; near, on either side) with the CLT's slope.
+    auto clt_at = [&](double sigma) {
+      return DpSgdEpsilon(sampling_rate, sigma, steps, delta, Accountant::kGdp);
+    };
+    calibrate_internal::SearchSpec spec{target_epsilon, 1.0, kMinNoise, kMaxNoise,
+                                        /*good_is_large=*/true, /*integer=*/false,
+                                        kRelativeWidth};
+    if (auto clt = CalibrateNoiseMultiplier(target_epsilon, delta, sampling_rate, steps,
+                                            Accountant::kGdp);
+        clt.ok()) {
+      spec.start = clt->noise_multiplier;
+      spec.slope_hint = CltSlope(clt_at, spec.start, spec.start * kSlopeStep);
     }
+    auto found = calibrate_internal::ModelSearch(
+        [&](double sigma, bool fine) {
+          return PldInterval(sampling_rate, sigma, steps, delta, options.pld, fine);
+        },
+        spec);
+    if (!found.ok()) return Error{found.error()};
+    if (!found->has_value()) return Error{none};
+    return Calibration{(*found)->x, (*found)->epsilon};
   }
+  const double start = 1, factor = kBlindFactor;
   auto found = GeometricSearch(eps_at, target_epsilon, start, factor, kMinNoise, kMaxNoise,
-                               /*good_is_large=*/true,
-                               "no noise_multiplier <= 1e4 reaches target_epsilon " +
-                                   FormatDouble(target_epsilon) + " at delta " +
-                                   FormatDouble(delta));
+                               /*good_is_large=*/true, none);
   if (!found.ok()) return Error{found.error()};
   return Calibration{found->x, found->epsilon};
 }
+
+namespace {
+
+// LargestSteps for kPld: a model-guided search (calibrate_search.h) from the CLT's answer
+// with its slope. Arguments checked by the caller.
+Result<StepsCalibration> PldLargestSteps(double target_epsilon, double delta,
+                                         double sampling_rate, double noise_multiplier,
+                                         int64_t max_steps, const CalibrationOptions& options) {
+  calibrate_internal::SearchSpec spec{target_epsilon, 1.0, 1.0,
+                                      static_cast<double>(max_steps),
+                                      /*good_is_large=*/false, /*integer=*/true,
+                                      kRelativeWidth};
+  if (auto clt = LargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier,
+                              max_steps, Accountant::kGdp);
+      clt.ok() && clt->steps >= 1) {
+    spec.start = static_cast<double>(clt->steps);
+    spec.slope_hint = CltSlope(
+        [&](double t) {
+          return DpSgdEpsilon(sampling_rate, noise_multiplier, static_cast<int64_t>(t),
+                              delta, Accountant::kGdp);
+        },
+        spec.start, std::max(spec.start + 1, std::round(spec.start * kSlopeStep)));
+  }
+  auto found = calibrate_internal::ModelSearch(
+      [&](double t, bool fine) {
+        return PldInterval(sampling_rate, noise_multiplier, static_cast<int64_t>(t), delta,
+                           options.pld, fine);
+      },
+      spec);
+  if (!found.ok()) return Error{found.error()};
+  if (!found->has_value()) {
+    return StepsCalibration{0, std::numeric_limits<double>::infinity()};
+  }
+  return StepsCalibration{static_cast<int64_t>((*found)->x), (*found)->epsilon};
+}
+
+}  // namespace
 
 Result<StepsCalibration> LargestSteps(double target_epsilon, double delta,
                                       double sampling_rate, double noise_multiplier,
@@ -211,18 +295,13 @@ Result<StepsCalibration> LargestSteps(double target_epsilon, double delta,
   auto eps_at = [&](int64_t t) {
     return DpSgdEpsilon(sampling_rate, noise_multiplier, t, delta, accountant, options);
   };
-  // Blind: an exponential search from T = 1. PLD starts at the (cheap) RDP answer, which
-  // is close (RDP allows somewhat fewer steps), and steps by 25 %.
-  int64_t start = 1;
-  double factor = kBlindFactor;
   if (accountant == Accountant::kPld) {
-    auto rdp = LargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier, max_steps,
-                            Accountant::kRdp, options);
-    if (rdp.ok() && rdp->steps >= 1) {
-      start = rdp->steps;
-      factor = kHintedFactor;
-    }
+    return PldLargestSteps(target_epsilon, delta, sampling_rate, noise_multiplier, max_steps,
+                           options);
   }
+  // Blind: an exponential search from T = 1.
+  const int64_t start = 1;
+  const double factor = kBlindFactor;
   // Bracket: good satisfies the target, bad (once found) does not; good < bad.
   int64_t good = 0, bad = 0;
   double eps_good = std::numeric_limits<double>::infinity();
@@ -288,10 +367,10 @@ namespace {
 constexpr double kMinSamplingRate = 1e-12;
 constexpr long double kMaxStepsFromEpochs = 1e12L;
 
-// The largest q in [1e-12, 1] with eps(q) <= target, to kRelativeWidth (GeometricSearch).
-// steps_at(q) gives T (fixed, or ceil(epochs / q)); it returns 0 when q gives too many
-// steps, which counts as missing the target. PLD starts at the RDP answer (else the
-// CLT's), where extreme rates such as q = 1 that PLD evaluates slowly are not visited.
+// The largest q in [1e-12, 1] with eps(q) <= target, to kRelativeWidth (GeometricSearch;
+// PLD: ModelSearch). steps_at(q) gives T (fixed, or ceil(epochs / q)); it returns 0 when q
+// gives too many steps, which counts as missing the target. PLD starts at the CLT's
+// answer, where extreme rates such as q = 1 that PLD evaluates slowly are not visited.
 template <typename StepsAt>
 Result<SamplingRateCalibration> SearchSamplingRate(double target_epsilon, double delta,
                                                    double noise_multiplier,
@@ -312,20 +391,35 @@ Result<SamplingRateCalibration> SearchSamplingRate(double target_epsilon, double
   };
   const std::string none = "no sampling_rate >= 1e-12 reaches target_epsilon " +
                            FormatDouble(target_epsilon) + " at delta " + FormatDouble(delta);
-  double start = 1, factor = kBlindFactor;
   if (accountant == Accountant::kPld) {
-    auto rdp = GeometricSearch(eps_with(Accountant::kRdp), target_epsilon, 1.0, kBlindFactor,
-                               kMinSamplingRate, 1.0, /*good_is_large=*/false, none);
-    if (rdp.ok()) {
-      start = rdp->x;
-      factor = kHintedFactor;
-    } else if (auto clt = GeometricSearch(eps_with(Accountant::kGdp), target_epsilon, 1.0,
-                                          kBlindFactor, kMinSamplingRate, 1.0,
-                                          /*good_is_large=*/false, none);
-               clt.ok()) {
-      start = clt->x;  // the CLT's answer: near, but on either side
+    // A model-guided search (calibrate_search.h) from the CLT's answer with its slope.
+    calibrate_internal::SearchSpec spec{target_epsilon, 1.0, kMinSamplingRate, 1.0,
+                                        /*good_is_large=*/false, /*integer=*/false,
+                                        kRelativeWidth};
+    if (auto clt = GeometricSearch(eps_with(Accountant::kGdp), target_epsilon, 1.0,
+                                   kBlindFactor, kMinSamplingRate, 1.0,
+                                   /*good_is_large=*/false, none);
+        clt.ok()) {
+      spec.start = clt->x;
+      spec.slope_hint = CltSlope(eps_with(Accountant::kGdp), spec.start,
+                                 spec.start < 1 ? spec.start * kSlopeStep
+                                                : spec.start / kSlopeStep);
     }
+    auto found = calibrate_internal::ModelSearch(
+        [&](double q, bool fine) -> Result<calibrate_internal::EpsilonInterval> {
+          const int64_t t = steps_at(q);
+          if (t < 1) {
+            constexpr double kInf = std::numeric_limits<double>::infinity();
+            return calibrate_internal::EpsilonInterval{kInf, kInf};
+          }
+          return PldInterval(q, noise_multiplier, t, delta, options.pld, fine);
+        },
+        spec);
+    if (!found.ok()) return Error{found.error()};
+    if (!found->has_value()) return Error{none};
+    return SamplingRateCalibration{(*found)->x, steps_at((*found)->x), (*found)->epsilon};
   }
+  const double start = 1, factor = kBlindFactor;
   auto found = GeometricSearch(eps_with(accountant), target_epsilon, start, factor,
                                kMinSamplingRate, 1.0, /*good_is_large=*/false, none);
   if (!found.ok()) return Error{found.error()};

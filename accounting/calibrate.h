@@ -5,8 +5,11 @@
 // a noise multiplier sigma whose epsilon at delta, re-accounted by the chosen
 // accountant, is <= target_epsilon (for kPld and kRdp a certified upper bound, so the
 // budget is guaranteed), and which is within 0.1 % of the smallest sigma with that
-// property: a bisection in log(sigma) that keeps the satisfying end and stops when the
-// bracket is narrower than 0.05 %. kGdp uses the CLT approximation of Bu et al. 2020
+// property: the search keeps an evaluated satisfying end and a failing end and stops when
+// they are less than 0.05 % apart. kRdp and kGdp bisect in log(sigma); kPld, whose
+// evaluations cost tens of milliseconds, places its points by a log-log model from the
+// CLT's answer, with coarse PLD evaluations first (calibrate_search.h: about two coarse and
+// two full evaluations instead of 11-17). kGdp uses the CLT approximation of Bu et al. 2020
 // (eq. 3.1) and is therefore APPROXIMATE, like every GDP number for DP-SGD.
 // LargestSteps and LargestSamplingRate give the same guarantee for the other unknowns.
 #ifndef DPKIT_ACCOUNTING_CALIBRATE_H_
@@ -59,9 +62,10 @@ Result<Calibration> CalibrateNoiseMultiplier(double target_epsilon, double delta
 // and that epsilon. Guarantee: T re-accounted meets the target and, unless T == max_steps,
 // T + 1 does not (the search keeps a satisfying and a failing end one step apart).
 // steps == 0 (epsilon = +inf) when even one step exceeds the target.
-// noise_multiplier finite > 0, max_steps >= 1. An exponential search from T = 1 (for
-// kPld: 25 % steps from the RDP answer) brackets the answer first, so large max_steps
-// cost only about 2 log2(T) evaluations.
+// noise_multiplier finite > 0, max_steps >= 1. An exponential search from T = 1 brackets
+// the answer first, so large max_steps cost only about 2 log2(T) evaluations (kPld: the
+// model-guided search of calibrate_search.h from the CLT's answer, about two coarse and
+// three full evaluations).
 struct StepsCalibration {
   int64_t steps;
   double epsilon;  // epsilon of `steps` steps (<= target); +inf when steps == 0

@@ -364,12 +364,37 @@ Result<Event> LedgerToEvent(const std::vector<LedgerEntry>& entries) {
     run_length = 0;
     return OkResult();
   };
+  // The current run of identical without-replacement sampled events (fixed-size steps).
+  const Event* event_run = nullptr;
+  int64_t event_run_length = 0;
+  const auto flush_event_run = [&]() -> Result<void> {
+    if (event_run_length == 0) return OkResult();
+    if (event_run_length == 1) {
+      events.push_back(*event_run);
+    } else {
+      Result<Event> composed = Event::SelfComposed(*event_run, event_run_length);
+      if (!composed.ok()) return Error{composed.error()};
+      events.push_back(std::move(composed).value());
+    }
+    event_run_length = 0;
+    return OkResult();
+  };
   for (size_t i = 0; i < entries.size(); ++i) {
     if (const Event* event = std::get_if<Event>(&entries[i].record)) {
       DPKIT_RETURN_IF_ERROR(flush_run());
+      if (event->kind() == EventKind::kSampledWithoutReplacement) {
+        if (event_run_length > 0 && *event != *event_run) {
+          DPKIT_RETURN_IF_ERROR(flush_event_run());
+        }
+        event_run = event;
+        ++event_run_length;
+        continue;
+      }
+      DPKIT_RETURN_IF_ERROR(flush_event_run());
       events.push_back(*event);
       continue;
     }
+    DPKIT_RETURN_IF_ERROR(flush_event_run());
     const SamplingRecord& record = std::get<SamplingRecord>(entries[i].record);
     if (record.queries.empty()) continue;
     const Result<void> valid = ValidateSampling(record);
@@ -384,6 +409,7 @@ Result<Event> LedgerToEvent(const std::vector<LedgerEntry>& entries) {
     ++run_length;
   }
   DPKIT_RETURN_IF_ERROR(flush_run());
+  DPKIT_RETURN_IF_ERROR(flush_event_run());
   if (events.empty()) return Error{"ledger has no entries that release anything"};
   if (events.size() == 1) return events.front();
   return Event::Composed(std::move(events));

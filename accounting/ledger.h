@@ -103,7 +103,10 @@ Result<std::vector<LedgerEntry>> ParseLedger(std::string_view text, std::string_
 
 // The event tree of a ledger, in order: each maximal run of k consecutive sampling
 // records with the same sampling rate and the same collapsed noise multiplier z becomes
-// SelfComposed(PoissonSampled(q, Gaussian(z)), k); event entries are kept as they are;
+// SelfComposed(PoissonSampled(q, Gaussian(z)), k); event entries are kept as they are,
+// except that a maximal run of k > 1 identical SampledWithoutReplacement events (one per
+// fixed-size training step, optim/fixed_size_sampler.h) becomes SelfComposed(event, k)
+// (the same mechanism run k times: every accountant's composition of it is unchanged);
 // sampling records without queries release nothing and are skipped. The result is the
 // single element, or Composed of all. Error if nothing remains.
 Result<Event> LedgerToEvent(const std::vector<LedgerEntry>& entries);

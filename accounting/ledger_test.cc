@@ -242,6 +242,25 @@ TEST(LedgerTest, LedgerToEventMergesConsecutiveIdenticalSteps) {
   EXPECT_DOUBLE_EQ(z2, std::sqrt(2.0));
 }
 
+// Fixed-size steps (optim/fixed_size_sampler.h) are event entries; a run of identical
+// ones becomes one SelfComposed event, a different one or anything else ends the run, and
+// other events are never merged.
+TEST(LedgerTest, LedgerToEventMergesRunsOfIdenticalWithoutReplacementSteps) {
+  const Event a = Event::SampledWithoutReplacement(1000, 10, Event::Gaussian(0.5).value()).value();
+  const Event b = Event::SampledWithoutReplacement(1000, 20, Event::Gaussian(0.5).value()).value();
+  const Event laplace = Event::Laplace(2).value();
+  std::vector<LedgerEntry> entries = {{a}, {a}, {a}, {b}, {Sample(0, 0.01, {{1.0, 1.1}})},
+                                      {a}, {a}, {laplace}, {laplace}, {a}};
+  Result<Event> event = LedgerToEvent(entries);
+  ASSERT_TRUE(event.ok()) << event.error();
+  const Event expected =
+      Event::Composed({Event::SelfComposed(a, 3).value(), b, DpSgdEvent(0.01, 1.1, 1).value(),
+                       Event::SelfComposed(a, 2).value(), laplace, laplace, a})
+          .value();
+  EXPECT_EQ(*event, expected) << event->ToJsonString();
+  EXPECT_EQ(LedgerToEvent({{a}, {a}}).value(), Event::SelfComposed(a, 2).value());
+}
+
 TEST(LedgerTest, LedgerToEventOfOneRunIsThatRun) {
   std::vector<LedgerEntry> entries(5, LedgerEntry{Sample(0, 0.1, {{1.0, 0.8}})});
   EXPECT_EQ(LedgerToEvent(entries).value(), DpSgdEvent(0.1, 0.8, 5).value());

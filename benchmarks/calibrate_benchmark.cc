@@ -10,6 +10,8 @@
 //   (sigma = 1.1, T = 14063), the unit of work every search repeats: the ratio
 //   BM_CalibrateNoise / BM_OneEpsilon is the number of evaluations a calibration costs.
 // gate/...: fixed work for the CI gate (benchmarks/gate/calibrate.json).
+// The PLD searches (accounting/calibrate_search.h) cost about two coarse and two to three
+// full PLD evaluations: BM_CalibrateNoise/0 / BM_OneEpsilon/0 is about 2.5 (11-17 before).
 // Accountant arguments: 0 = pld, 1 = rdp, 2 = gdp.
 #include <cstdint>
 
@@ -92,6 +94,22 @@ void BM_GateCalibrateGdp(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GateCalibrateGdp)->Name("gate/calibrate_gdp")->Iterations(10);
+
+// Gate: PLD calibration of all three unknowns at the Table 1 row 2 setting, once;
+// instruction count (issue 16: each under 0.15 s natively).
+void BM_GateCalibratePld(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        CalibrateNoiseMultiplier(kTarget, kDelta, kSamplingRate, kSteps, Accountant::kPld)
+            .value());
+    benchmark::DoNotOptimize(
+        LargestSteps(kTarget, kDelta, kSamplingRate, kNoise, 1000000000, Accountant::kPld)
+            .value());
+    benchmark::DoNotOptimize(
+        LargestSamplingRate(kTarget, kDelta, kNoise, kSteps, Accountant::kPld).value());
+  }
+}
+BENCHMARK(BM_GateCalibratePld)->Name("gate/calibrate_pld")->Iterations(1);
 
 }  // namespace
 }  // namespace dpkit::accounting

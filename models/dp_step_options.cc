@@ -13,7 +13,8 @@
 #include "dpkit/optim/torch/per_example_layers.h"
 
 ABSL_FLAG(std::string, clipping, "flat",
-          "per-example clipping: flat | per_layer | joint (McMahan et al. 2018)");
+          "per-example clipping: flat | per_layer | joint | per_layer_dim (per-layer clip "
+          "norms C_j = C sqrt(d_j / D), d_j the layer's parameter count; McMahan et al. 2018)");
 ABSL_FLAG(std::string, clipping_groups, "",
           "--clipping=joint: ';'-separated groups of ','-separated layer names, e.g. "
           "'conv1,conv2;fc1,fc2' (default: one group per layer)");
@@ -24,8 +25,16 @@ ABSL_FLAG(int64_t, microbatch_size, 1,
           "a clipped record is the average gradient of a microbatch of this many examples "
           "(expected); 1 = per-example clipping. Sensitivity 2C when > 1 (noise doubles)");
 ABSL_FLAG(std::string, sampler, "poisson",
-          "poisson (covered by the accountants) | shuffled (fixed-size shuffled batches: "
-          "NOT covered, no epsilon is reported)");
+          "poisson (covered by the accountants) | fixed_size (a uniformly random subset of "
+          "exactly batch_size examples per step; covered under replace-one adjacency) | "
+          "shuffled (fixed-size shuffled batches: NOT covered, no epsilon is reported)");
+ABSL_FLAG(std::string, privacy_unit, "example",
+          "example | user: user-level DP (McMahan et al. 2018): Poisson-sample users at rate "
+          "batch_size / #users, clip each sampled user's mean gradient to C; epsilon is "
+          "per user");
+ABSL_FLAG(std::string, user_ids, "",
+          "--privacy_unit=user for models without a user column: file with one integer user "
+          "id per line, line i for training example i");
 ABSL_FLAG(int64_t, physical_batch_size, 0,
           "largest number of examples per forward/backward (a logical Poisson batch is "
           "split into physical batches; the privacy analysis is unchanged); when not given, "
@@ -112,8 +121,8 @@ const char kShuffledNote[] =
     "epsilon)";
 
 std::vector<std::string> DpStepFlagNames() {
-  return {"clipping", "clipping_groups", "clipping_scales", "microbatch_size",
-          "physical_batch_size", "sampler"};
+  return {"clipping",  "clipping_groups", "clipping_scales", "microbatch_size",
+          "physical_batch_size", "sampler", "privacy_unit", "user_ids"};
 }
 
 absl::StatusOr<DpStepOptions> ParseDpStepOptions(const TrainOptions& o, int64_t batch_size,
@@ -122,8 +131,9 @@ absl::StatusOr<DpStepOptions> ParseDpStepOptions(const TrainOptions& o, int64_t 
   step.clipping_name = Flag(o, "clipping", "flat");
   absl::StatusOr<optim::ClippingMode> clipping = optim::ParseClippingMode(step.clipping_name);
   if (!clipping.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--clipping must be flat, per_layer or joint, got '", step.clipping_name, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--clipping must be flat, per_layer, joint or per_layer_dim, got '",
+                     step.clipping_name, "'"));
   }
   step.clipping = *clipping;
   step.clipping_groups = Flag(o, "clipping_groups", "");
@@ -150,13 +160,31 @@ absl::StatusOr<DpStepOptions> ParseDpStepOptions(const TrainOptions& o, int64_t 
                                                    batch_size, "], got ", microbatch_text));
   }
   step.sampler = Flag(o, "sampler", "poisson");
-  if (step.sampler != "poisson" && step.sampler != "shuffled") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sampler must be poisson or shuffled, got '", step.sampler, "'"));
+  if (step.sampler != "poisson" && step.sampler != "shuffled" && step.sampler != "fixed_size") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sampler must be poisson, fixed_size or shuffled, got '", step.sampler, "'"));
   }
   if (step.shuffled() && o.target_epsilon) {
     return absl::InvalidArgumentError(
-        "--target_epsilon needs --sampler=poisson: the calibration assumes Poisson sampling");
+        "--target_epsilon needs --sampler=poisson or fixed_size: shuffled batches are not "
+        "accounted");
+  }
+  if (step.fixed_size() && step.microbatch_size > 1) {
+    return absl::InvalidArgumentError("--sampler=fixed_size needs --microbatch_size=1");
+  }
+  step.privacy_unit = Flag(o, "privacy_unit", "example");
+  if (step.privacy_unit != "example" && step.privacy_unit != "user") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--privacy_unit must be example or user, got '", step.privacy_unit, "'"));
+  }
+  step.user_ids = Flag(o, "user_ids", "");
+  if (!step.user_level() && !step.user_ids.empty()) {
+    return absl::InvalidArgumentError("--user_ids needs --privacy_unit=user");
+  }
+  if (step.user_level() && (step.sampler != "poisson" || step.microbatch_size > 1)) {
+    return absl::InvalidArgumentError(
+        "--privacy_unit=user needs --sampler=poisson and --microbatch_size=1 (the users are "
+        "Poisson sampled; each user's examples are one record)");
   }
   return step;
 }
@@ -165,6 +193,7 @@ absl::Status ApplyDpStepOptions(const DpStepOptions& step, torch::nn::Module& mo
                                 optim::DpOptimizerOptions* dp_options) {
   dp_options->clipping = step.clipping;
   dp_options->microbatch_size = step.microbatch_size;
+  dp_options->unit_records = step.user_level();
   if (step.clipping != optim::ClippingMode::kJoint) return absl::OkStatus();
   std::vector<optim::NamedPerExampleLayer> layers;
   absl::Status valid = optim::ValidateForPerExampleGradients(model, &layers);

@@ -12,8 +12,25 @@
 //       Poisson-sampled Gaussian event, hence epsilon, is that of K = 1 at the same sigma.
 //   --physical_batch_size  memory only: the logical batch (its microbatches never split) is
 //       processed in slices; clipping, noise and the ledger are unchanged.
-//   --sampler=poisson|shuffled  shuffled fixed-size batches are NOT covered by the Poisson
-//       accountants: trainers write no ledger and report no epsilon, only kShuffledNote.
+//   --clipping=per_layer_dim  per-layer clipping with C_j = C sqrt(d_j / D), d_j the
+//       layer's parameter count (McMahan et al. 2018, Sec. 3; optim/clipping.h): total
+//       sensitivity C, noise sigma C, the ledger's sigma unchanged.
+//   --sampler=poisson|fixed_size|shuffled  fixed_size: each step a uniformly random subset
+//       of exactly B of the n examples, drawn independently per step (sampling without
+//       replacement, optim/fixed_size_sampler.h); certified under REPLACE-ONE adjacency,
+//       the ledger records SampledWithoutReplacement(n, B, Gaussian(sigma / 2)) per step
+//       (a replaced example moves the clipped sum by up to 2C; the noise stays sigma C)
+//       and the RDP accountant bounds it (Wang, Balle, Kasiviswanathan 2019, Thm. 9);
+//       --target_epsilon calibrates sigma by that bound.
+//       shuffled fixed-size batches are NOT covered by the accountants: trainers write no
+//       ledger and report no epsilon, only kShuffledNote.
+//   --privacy_unit=example|user  user: user-level DP (McMahan et al. 2018, Alg. 1): the
+//       users are Poisson sampled with rate q = B / N (B now the expected number of users
+//       per step, N the number of users), each sampled user's examples give one record,
+//       their mean gradient, clipped to C; noise sigma C on the sum, divided by B. The
+//       ledger's rate is the user rate, so epsilon is user-level. The user of each
+//       training example is the model's (movielens: the rating's user) or, for other
+//       models, line i of --user_ids (one integer per training example).
 //
 // The flags are defined (ABSL_FLAG) in dp_step_options.cc; a trainer lists DpStepFlagNames()
 // in its TrainerInfo::flags and reads them from TrainOptions::extra_flags (a name missing
@@ -43,7 +60,11 @@ struct DpStepOptions {
   int64_t microbatch_size = 1;
   int64_t physical_batch_size = 512;
   std::string sampler = "poisson";
+  std::string privacy_unit = "example";
+  std::string user_ids;  // --user_ids: file of each training example's user id
   bool shuffled() const { return sampler == "shuffled"; }
+  bool fixed_size() const { return sampler == "fixed_size"; }
+  bool user_level() const { return privacy_unit == "user"; }
 };
 
 // The names above (no dashes), for TrainerInfo::flags.

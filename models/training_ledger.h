@@ -76,6 +76,18 @@ std::string EpsilonText(const nlohmann::json& epsilon, double delta);
 absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double delta,
                                                    double sampling_rate, int64_t steps);
 
+// The same for T fixed-size steps (optim/fixed_size_sampler.h): the noise multiplier
+// sigma (noise sigma C at clip norm C) for which T steps of
+// SampledWithoutReplacement(population, sample_size, Gaussian(sigma / 2)) — the
+// replace-one event of each step — have RDP epsilon <= target at delta (Wang, Balle,
+// Kasiviswanathan 2019, Thm. 9; optimal conversion). Bisection on sigma; the returned value
+// is one whose epsilon was computed and meets the target, within 0.1 % of the smallest
+// such sigma found by the bisection. InvalidArgument when the target is unreachable below
+// sigma = 1e6 or an argument is out of range.
+absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
+                                                            int64_t population,
+                                                            int64_t sample_size, int64_t steps);
+
 }  // namespace dpkit::models
 
 #endif  // DPKIT_MODELS_TRAINING_LEDGER_H_

@@ -147,5 +147,34 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
   EXPECT_FALSE(CalibrateNoiseMultiplierRdp(-1, 1e-5, 0.01, 10).ok());
 }
 
+// Fixed-size steps: the calibrated sigma, written to a ledger as the replace-one events
+// the trainer appends (z = sigma / 2), meets the target, and 1 % less noise does not.
+TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
+  for (double target : {0.5, 3.0}) {
+    auto sigma = CalibrateFixedSizeNoiseMultiplierRdp(target, 1e-5, 60000, 256, 500);
+    ASSERT_TRUE(sigma.ok()) << sigma.status();
+    for (double factor : {1.0, 0.99}) {
+      std::string path = TempPath("cal_fixed.jsonl");
+      auto ledger = TrainingLedger::Open(path);
+      const accounting::Event step =
+          accounting::Event::SampledWithoutReplacement(
+              60000, 256, accounting::Event::Gaussian(*sigma * factor / 2).value())
+              .value();
+      for (int s = 0; s < 500; ++s) ASSERT_TRUE(ledger->AppendEvent(step).ok());
+      double headline = 0;
+      auto json = LedgerEpsilon(path, 1e-5, &headline);
+      ASSERT_TRUE(json.ok()) << json.status();
+      const double upper = (*json)["rdp"]["epsilon"].get<double>();
+      if (factor == 1.0) {
+        EXPECT_LE(upper, target) << *sigma;
+      } else {
+        EXPECT_GT(upper, target) << *sigma;
+      }
+    }
+  }
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(0, 1e-5, 100, 10, 10).ok());
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(1, 1e-5, 100, 101, 10).ok());
+}
+
 }  // namespace
 }  // namespace dpkit::models

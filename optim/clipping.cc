@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,39 @@ absl::StatusOr<ClippingMode> ParseClippingMode(const std::string& name) {
   if (name == "flat") return ClippingMode::kFlat;
   if (name == "per_layer") return ClippingMode::kPerLayer;
   if (name == "joint") return ClippingMode::kJoint;
-  return absl::InvalidArgumentError(
-      absl::StrCat("clipping must be one of flat, per_layer, joint, got '", name, "'"));
+  if (name == "per_layer_dim") return ClippingMode::kPerLayerDim;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "clipping must be one of flat, per_layer, joint, per_layer_dim, got '", name, "'"));
 }
+
+namespace {
+
+// McMahan et al. 2018, Sec. 3 (per-layer clipping with sum_j C_j^2 = C^2), the
+// dimensionality-adjusted choice C_j = C sqrt(d_j / D), D = sum_j d_j.
+absl::StatusOr<ClippingGroups> DimensionAdjustedGroups(double clip_norm, int num_layers,
+                                                       const std::vector<int64_t>& layer_dims) {
+  if (static_cast<int>(layer_dims.size()) != num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "per_layer_dim clipping needs one dimension per layer (", num_layers, "), got ",
+        layer_dims.size()));
+  }
+  double total = 0;
+  for (int64_t d : layer_dims) {
+    if (d < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("layer dimensions must be >= 1, got ", d));
+    }
+    total += static_cast<double>(d);
+  }
+  ClippingGroups groups;
+  groups.mode = ClippingMode::kPerLayerDim;
+  for (int l = 0; l < num_layers; ++l) {
+    groups.group_of_layer.push_back(l);
+    groups.clip_norms.push_back(clip_norm * std::sqrt(static_cast<double>(layer_dims[l]) / total));
+  }
+  return groups;
+}
+
+}  // namespace
 
 int ClippingGroups::num_groups() const {
   return mode == ClippingMode::kJoint ? static_cast<int>(scales.size())
@@ -45,7 +76,7 @@ double ClippingGroups::TotalSensitivity() const {
 absl::StatusOr<ClippingGroups> MakeClippingGroups(
     ClippingMode mode, double clip_norm, int num_layers,
     const std::vector<std::vector<int>>& joint_groups,
-    const std::vector<double>& joint_scales) {
+    const std::vector<double>& joint_scales, const std::vector<int64_t>& layer_dims) {
   if (num_layers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_layers must be >= 1, got ", num_layers));
   }
@@ -65,6 +96,8 @@ absl::StatusOr<ClippingGroups> MakeClippingGroups(
       for (int l = 0; l < num_layers; ++l) groups.group_of_layer.push_back(l);
       groups.clip_norms.assign(num_layers, clip_norm / std::sqrt(static_cast<double>(num_layers)));
       return groups;
+    case ClippingMode::kPerLayerDim:
+      return DimensionAdjustedGroups(clip_norm, num_layers, layer_dims);
     case ClippingMode::kJoint:
       break;
   }

@@ -8,6 +8,12 @@
 //   per_layer  one group per layer, each clipped on its own to C_g = C / sqrt(L), so the
 //              sensitivity of the sum is sqrt(sum_g C_g^2) = C; noise N(0, (sigma C)^2) on
 //              every coordinate (their eq. (1) with every s_g = sigma C).
+//   per_layer_dim  dimensionality-adjusted per-layer clipping (McMahan et al. 2018, Sec. 3,
+//              "per-layer clipping": C_j chosen with sum_j C_j^2 = C^2, here
+//              C_j = C sqrt(d_j / D) with d_j the layer's parameter count and D = sum_j d_j,
+//              so a layer's share of the clip norm grows with its dimension); the
+//              sensitivity of the concatenation is sqrt(sum_j C_j^2) = C and the noise is
+//              N(0, (sigma C)^2) on every coordinate, as for per_layer.
 //   joint      caller-chosen groups of layers with scale parameters s_g > 0: the record is
 //              clipped as a whole, with one factor, so that sqrt(sum_g ||g_g||^2 / s_g^2)
 //              <= C; group g gets noise N(0, (sigma C s_g)^2). This is the flat Gaussian
@@ -58,16 +64,17 @@ double ClipFactor(double squared_norm, double clip_norm);
 void ClipFactors(absl::Span<const double> squared_norms, double clip_norm,
                  absl::Span<double> factors);
 
-enum class ClippingMode { kFlat, kPerLayer, kJoint };
+enum class ClippingMode { kFlat, kPerLayer, kJoint, kPerLayerDim };
 
-// Parses "flat" | "per_layer" | "joint".
+// Parses "flat" | "per_layer" | "joint" | "per_layer_dim".
 absl::StatusOr<ClippingMode> ParseClippingMode(const std::string& name);
 
 // Which group each layer belongs to, each group's clip norm and (joint) scale.
 struct ClippingGroups {
   ClippingMode mode = ClippingMode::kFlat;
   std::vector<int> group_of_layer;  // size = number of layers, values in [0, groups)
-  // flat / per_layer: C_g, one per group. joint: one entry, the joint clip norm C.
+  // flat / per_layer / per_layer_dim: C_g, one per group. joint: one entry, the joint
+  // clip norm C.
   std::vector<double> clip_norms;
   std::vector<double> scales;  // joint: s_g, one per group; empty otherwise
   int num_groups() const;
@@ -79,10 +86,13 @@ struct ClippingGroups {
 // Flat and per-layer groups for `num_layers` layers and total clip norm C > 0.
 // For kJoint, `joint_groups` lists each group's layer indices (a partition of
 // 0..num_layers-1) and `joint_scales` their s_g (finite > 0); C is the joint clip norm.
+// For kPerLayerDim, `layer_dims` gives each layer's parameter count d_j >= 1 (size
+// num_layers): C_j = C sqrt(d_j / sum_i d_i).
 absl::StatusOr<ClippingGroups> MakeClippingGroups(
     ClippingMode mode, double clip_norm, int num_layers,
     const std::vector<std::vector<int>>& joint_groups = {},
-    const std::vector<double>& joint_scales = {});
+    const std::vector<double>& joint_scales = {},
+    const std::vector<int64_t>& layer_dims = {});
 
 // The clip factor of each group for ONE record whose per-group squared L2 norms are
 // `group_squared_norms` (size num_groups): flat/per-layer min(1, C_g / ||r_g||); joint the
@@ -97,7 +107,7 @@ double SensitivityMultiplier(int64_t microbatch_size);
 // scales, microbatching) become both the noise standard deviation of each group's
 // coordinates and the ledger's sum-query records, so what is drawn and what is recorded
 // cannot disagree. With m = SensitivityMultiplier(k) and Delta = m * TotalSensitivity():
-//   flat / per_layer  group g: noise sigma Delta, record {m C_g, sigma Delta}
+//   flat / per_layer / per_layer_dim  group g: noise sigma Delta, record {m C_g, sigma Delta}
 //                     (mechanisms::IndependentGroupsNoise);
 //   joint             group g: noise sigma Delta s_g, one record {Delta, sigma Delta}
 //                     (mechanisms::JointGroupsNoise).

@@ -1,6 +1,7 @@
 #include "dpkit/optim/clipping.h"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -84,6 +85,54 @@ TEST(ClippingTest, LedgerQueriesCollapseToTheNoiseMultiplierInEveryMode) {
       EXPECT_NEAR(Collapsed(MakeNoisePlan(*groups, sigma, k).records), sigma, 1e-12);
     }
   }
+}
+
+// Dimensionality-adjusted per-layer clipping (McMahan et al. 2018, Sec. 3): C_j = C
+// sqrt(d_j / D). Checked independently: the clip norms' squares sum to C^2 and are
+// proportional to d_j; records whose layers are each far longer than their share are
+// clipped to a concatenation of norm exactly C (the sensitivity is reached, not only
+// bounded); random records never exceed C; the noise is sigma C on every coordinate and
+// the ledger's collapsed noise multiplier is sigma (unchanged from flat clipping).
+TEST(ClippingTest, DimensionAdjustedPerLayerClippingKeepsTotalSensitivityC) {
+  const double c = 2.5, sigma = 1.1;
+  const std::vector<int64_t> dims = {784 * 100 + 100, 100 * 10 + 10, 7};
+  auto groups = MakeClippingGroups(ClippingMode::kPerLayerDim, c, 3, {}, {}, dims);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->num_groups(), 3);
+  EXPECT_NEAR(groups->TotalSensitivity(), c, 1e-14);
+  const double total = 78400 + 100 + 1010 + 7;
+  double squares = 0;
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(groups->clip_norms[j] * groups->clip_norms[j] / (c * c),
+                static_cast<double>(dims[j]) / total, 1e-14);
+    squares += groups->clip_norms[j] * groups->clip_norms[j];
+  }
+  EXPECT_NEAR(squares, c * c, 1e-13);
+  // Far too long in every layer: each layer is clipped to its share, the whole to C.
+  std::vector<double> sq = {1e6, 4e4, 9e2}, f(3);
+  RecordClipFactors(*groups, sq, absl::MakeSpan(f));
+  double clipped = 0;
+  for (int j = 0; j < 3; ++j) clipped += f[j] * f[j] * sq[j];
+  EXPECT_NEAR(std::sqrt(clipped), c, 1e-12);
+  // Random records: never above C.
+  uint64_t state = 12345;
+  for (int trial = 0; trial < 1000; ++trial) {
+    for (double& v : sq) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      v = std::ldexp(static_cast<double>(state >> 11), -53) * 10.0;
+    }
+    RecordClipFactors(*groups, sq, absl::MakeSpan(f));
+    double norm = 0;
+    for (int j = 0; j < 3; ++j) norm += f[j] * f[j] * sq[j];
+    EXPECT_LE(std::sqrt(norm), c * (1 + 1e-15));
+  }
+  const NoisePlan plan = MakeNoisePlan(*groups, sigma, 1);
+  for (double s : plan.group_noise_stddevs) EXPECT_DOUBLE_EQ(s, sigma * c);
+  EXPECT_NEAR(Collapsed(plan.records), sigma, 1e-12);
+  EXPECT_EQ(*ParseClippingMode("per_layer_dim"), ClippingMode::kPerLayerDim);
+  // One dimension per layer, each >= 1.
+  EXPECT_FALSE(MakeClippingGroups(ClippingMode::kPerLayerDim, c, 3, {}, {}, {1, 2}).ok());
+  EXPECT_FALSE(MakeClippingGroups(ClippingMode::kPerLayerDim, c, 2, {}, {}, {1, 0}).ok());
 }
 
 TEST(ClippingTest, MicrobatchesDoubleTheSensitivityAndTheNoise) {

@@ -94,8 +94,10 @@ std::string Usage() {
       "defaults)\n"
       "Trains MODEL with differential privacy (Poisson sampling, per-example or\n"
       "per-microbatch clipping, secure Gaussian noise), writing the privacy ledger and\n"
-      "reporting epsilon from it. --sampler=shuffled (where a model offers it) is not\n"
-      "covered by the accountants: it writes no ledger and prints no epsilon.\n"
+      "reporting epsilon from it. --sampler=fixed_size draws exactly --batch_size examples\n"
+      "per step (replace-one adjacency, RDP accountant); --privacy_unit=user makes a user's\n"
+      "examples one record (user-level DP). --sampler=shuffled (where a model offers it) is\n"
+      "not covered by the accountants: it writes no ledger and prints no epsilon.\n"
       "Models:";
   for (const models::TrainerInfo* t : models::RegisteredTrainers()) {
     absl::StrAppend(&out, "\n  ", t->name, "  ", t->summary);

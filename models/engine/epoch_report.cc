@@ -28,6 +28,20 @@ EpochReport::EpochReport(const RunPlan& plan, bool json, std::string ledger_path
   if (!metrics_path.empty()) metrics_.open(metrics_path, std::ios::app);
 }
 
+namespace {
+
+// How the header names the run's batches.
+const char* BatchesText(const DpStepOptions& step) {
+  if (step.shuffled()) return "shuffled fixed-size batches (NOT covered by the accountants)";
+  if (step.fixed_size()) {
+    return "fixed-size batches without replacement (replace-one adjacency)";
+  }
+  if (step.user_level()) return "Poisson-sampled users (user-level DP: n, q, B count users)";
+  return "Poisson batches";
+}
+
+}  // namespace
+
 void EpochReport::PrintHeader(const std::string& threads, const std::string& output) const {
   if (json_) return;
   const PrivacySettings& p = plan_.privacy;
@@ -45,8 +59,7 @@ void EpochReport::PrintHeader(const std::string& threads, const std::string& out
           : "",
       plan_.optimizer.c_str(), plan_.learning_rate, static_cast<long long>(plan_.total_steps),
       static_cast<long long>(plan_.steps_per_epoch), plan_.epochs,
-      plan_.step.shuffled() ? "shuffled fixed-size batches (NOT covered by the accountants)"
-                            : "Poisson batches",
+      BatchesText(plan_.step),
       p.delta, threads.empty() ? "" : (threads + ", ").c_str(), output.c_str());
   std::fflush(stdout);
 }
@@ -68,6 +81,7 @@ absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
   line["noise_multiplier"] = plan_.privacy.noise_multiplier;
   line["sampling_rate"] = plan_.privacy.sampling_rate;
   line["sampler"] = plan_.step.sampler;
+  if (plan_.step.user_level()) line["privacy_unit"] = "user";
   line["microbatch_size"] = plan_.step.microbatch_size;
   line["seconds"] = seconds;
   std::string epsilon_text;

@@ -176,8 +176,13 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     if (d.noise_multiplier == 0) {
       return absl::InvalidArgumentError("--target_epsilon needs a private training algorithm");
     }
+    // Fixed-size steps: the replace-one event's RDP (models/training_ledger.h).
     absl::StatusOr<double> calibrated =
-        CalibrateNoiseMultiplierRdp(*o.target_epsilon, p.delta, p.sampling_rate, plan.total_steps);
+        plan.step.fixed_size()
+            ? CalibrateFixedSizeNoiseMultiplierRdp(*o.target_epsilon, p.delta, n, p.batch_size,
+                                                   plan.total_steps)
+            : CalibrateNoiseMultiplierRdp(*o.target_epsilon, p.delta, p.sampling_rate,
+                                          plan.total_steps);
     if (!calibrated.ok()) return calibrated.status();
     p.noise_multiplier = *calibrated;
     plan.sigma_source = "calibrated";
@@ -191,7 +196,9 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
       {"clipping_groups", plan.step.clipping_groups},
       {"clipping_scales", plan.step.clipping_scales},
       {"microbatch_size", absl::StrCat(plan.step.microbatch_size)},
-      {"sampler", plan.step.sampler}};
+      {"sampler", plan.step.sampler},
+      {"privacy_unit", plan.step.privacy_unit},
+      {"user_ids", plan.step.user_ids}};
   for (const std::string& name : privacy_flags) {
     const auto known = parsed.find(name);
     const auto value = effective.extra_flags.find(name);

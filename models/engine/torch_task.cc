@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,8 @@
 #include "dpkit/models/dp_step_options.h"
 #include "dpkit/models/engine/distributed.h"
 #include "dpkit/models/files.h"
+#include "dpkit/models/engine/user_records.h"
+#include "dpkit/optim/fixed_size_sampler.h"
 #include "dpkit/optim/poisson_sampler.h"
 #include "dpkit/optim/torch/cpu_threads.h"
 #include "dpkit/optim/torch/dp_optimizer.h"
@@ -59,11 +62,21 @@ absl::StatusOr<int64_t> LoadArchive(Loadable& state, const std::string& path,
 
 class TorchDpTask : public TrainingTask {
  public:
-  TorchDpTask(TorchTask task, DistributedSettings distributed)
-      : task_(std::move(task)), distributed_(std::move(distributed)) {}
+  // `users`: set for --privacy_unit=user (the run's units are then the users).
+  TorchDpTask(TorchTask task, DistributedSettings distributed, std::optional<UserIndex> users)
+      : task_(std::move(task)), distributed_(std::move(distributed)), users_(std::move(users)) {}
 
-  int64_t train_size() const override { return task_.train_size; }
-  TaskDefaults defaults() const override { return task_.defaults; }
+  int64_t train_size() const override {
+    return users_ ? users_->num_users() : task_.train_size;
+  }
+  TaskDefaults defaults() const override {
+    if (!users_) return task_.defaults;
+    // The model's example-level sampling rate, applied to the users.
+    TaskDefaults d = task_.defaults;
+    d.batch_size = UserLevelBatchSize(users_->num_users(), task_.train_size, d.batch_size);
+    d.batch_size_rule = "the model's sampling rate times the number of users (user-level DP)";
+    return d;
+  }
   std::vector<std::string> privacy_flags() const override { return DpStepPrivacyFlagNames(); }
   std::vector<std::string> state_files() const override { return {kModelFile, kOptimizerFile}; }
   std::vector<std::string> other_files() const override { return task_.prepared_files; }
@@ -80,18 +93,28 @@ class TorchDpTask : public TrainingTask {
     if (!device.ok()) return device.status();
     optim::DpOptimizerOptions options;
     options.clip_norm = plan.privacy.clip_norm;
+    if (task_.prepare && (users_ || plan.step.fixed_size())) {
+      // The preparation's event (DP-PCA) is example-level under add/remove adjacency; the
+      // ledger must not compose it with user-level or replace-one steps.
+      return absl::InvalidArgumentError(absl::StrCat(
+          task_.model_name, " spends privacy in a preparation step accounted per example "
+                            "under add/remove adjacency: it needs --privacy_unit=example and "
+                            "--sampler=poisson or shuffled"));
+    }
     if (distributed_.active()) {
       absl::Status valid = CheckDistributedSettings(distributed_);
       if (!valid.ok()) return valid;
       // Each rank Poisson-samples its own shard (engine/distributed.h); microbatches (a
       // per-step key shared by the ranks), shuffled batches and a data-dependent
       // preparation (DP-PCA) are single-process only.
-      if (plan.step.shuffled() || plan.step.microbatch_size > 1 || task_.prepare) {
+      if (plan.step.sampler != "poisson" || plan.step.microbatch_size > 1 || task_.prepare ||
+          users_) {
         return absl::InvalidArgumentError(absl::StrCat(
             "several processes (--world_size=", distributed_.world_size, ") need ",
             task_.prepare ? absl::StrCat("a model without a preparation step (", task_.model_name,
                                          " has one)")
-                          : "--sampler=poisson and --microbatch_size=1"));
+                          : "--sampler=poisson and --microbatch_size=1 (and "
+                            "--privacy_unit=example)"));
       }
     }
     return ApplyDpStepOptions(plan.step, *task_.model, &options);
@@ -117,6 +140,9 @@ class TorchDpTask : public TrainingTask {
     records_.emplace(*std::move(records));
     physical_batch_size_ = plan.step.physical_batch_size;
     microbatch_size_ = plan.step.microbatch_size;
+    fixed_size_ = plan.step.fixed_size();
+    sampling_rate_ = plan.privacy.sampling_rate;
+    batch_size_ = plan.privacy.batch_size;
     torch::nn::Module& model = *task_.model;
     model.to(device_);
     auto torch_optimizer =
@@ -138,6 +164,17 @@ class TorchDpTask : public TrainingTask {
     optim::DpStepListener append = [&ledger](const accounting::SamplingRecord& record) {
       return ledger.AppendStep(record);
     };
+    if (fixed_size_) {
+      // Sampling without replacement: the step's event under replace-one adjacency.
+      append = [&ledger, n = task_.train_size,
+                b = plan.privacy.batch_size](const accounting::SamplingRecord& record) {
+        if (!ledger.active()) return absl::OkStatus();
+        absl::StatusOr<accounting::LedgerEntry> entry =
+            optim::FixedSizeSampleEntry(n, b, record.queries);
+        if (!entry.ok()) return entry.status();
+        return ledger.AppendStepEvent(std::get<accounting::Event>(entry->record), record.step);
+      };
+    }
     model.train();
     if (!distributed_.active()) {
       dp_->SetStepListener(std::move(append));
@@ -145,7 +182,6 @@ class TorchDpTask : public TrainingTask {
     }
     // Several processes: rank 0 appends before the all-reduce that every rank's update
     // waits for (engine/distributed.h).
-    sampling_rate_ = plan.privacy.sampling_rate;
     absl::StatusOr<std::unique_ptr<DistributedGroup>> group =
         DistributedGroup::Connect(distributed_, device_);
     if (!group.ok()) return group.status();
@@ -175,7 +211,7 @@ class TorchDpTask : public TrainingTask {
           task_.losses(index.narrow(0, range.first_example, range.num_examples), device_);
       losses.losses.sum().backward();
       absl::Span<const int64_t> sizes;
-      if (microbatch_size_ > 1) {
+      if (microbatch_size_ > 1 || users_) {
         sizes = absl::MakeConstSpan(grouped->microbatch_sizes)
                     .subspan(static_cast<size_t>(range.first_microbatch),
                              static_cast<size_t>(range.num_microbatches));
@@ -196,6 +232,16 @@ class TorchDpTask : public TrainingTask {
   // rank Poisson-samples its shard (each example its own record), after the first step's
   // copy of rank 0's parameters to every rank.
   absl::StatusOr<optim::MicrobatchedBatch> Records(int64_t step) {
+    if (users_) return users_->SampleRecords(*sample_rng_, sampling_rate_);
+    if (fixed_size_) {
+      absl::StatusOr<std::vector<int64_t>> sample =
+          optim::FixedSizeSample(*sample_rng_, task_.train_size, batch_size_);
+      if (!sample.ok()) return sample.status();
+      optim::MicrobatchedBatch batch;
+      batch.microbatch_sizes.assign(sample->size(), 1);
+      batch.examples = *std::move(sample);
+      return batch;
+    }
     if (!distributed_step_) return records_->Next(step, *sample_rng_);
     if (!synchronized_) {
       absl::Status synced = distributed_step_->SynchronizeParameters(step);
@@ -247,8 +293,10 @@ class TorchDpTask : public TrainingTask {
   std::unique_ptr<mechanisms::RandomGenerator> sample_rng_;
   std::optional<optim::StepRecordSampler> records_;
   std::unique_ptr<optim::DpOptimizer> dp_;
-  int64_t physical_batch_size_ = 512, microbatch_size_ = 1;
+  int64_t physical_batch_size_ = 512, microbatch_size_ = 1, batch_size_ = 1;
+  bool fixed_size_ = false;
   DistributedSettings distributed_;
+  std::optional<UserIndex> users_;
   double sampling_rate_ = 0;
   // Several processes only (declared after dp_: destroyed before it).
   std::unique_ptr<DistributedGroup> group_;
@@ -285,7 +333,31 @@ std::vector<std::string> DpStepPrivacyFlagNames() {
 }
 
 absl::Status RunTorchTraining(const TrainOptions& options, TorchTask task) {
-  TorchDpTask runner(std::move(task), options.distributed);
+  // --privacy_unit and --user_ids decide the run's units before planning (on --resume,
+  // the checkpoint's values).
+  absl::StatusOr<TrainOptions> effective = WithCheckpointFlags(options, DpStepPrivacyFlagNames());
+  if (!effective.ok()) return effective.status();
+  const auto flag = [&](const std::string& name) {
+    const auto it = effective->extra_flags.find(name);
+    return it == effective->extra_flags.end() ? std::string() : it->second;
+  };
+  std::optional<UserIndex> users;
+  if (flag("privacy_unit") == "user") {
+    std::vector<int64_t> ids = task.user_of_example;
+    if (!flag("user_ids").empty()) {
+      absl::StatusOr<std::vector<int64_t>> read = ReadUserIds(flag("user_ids"), task.train_size);
+      if (!read.ok()) return read.status();
+      ids = *std::move(read);
+    } else if (static_cast<int64_t>(ids.size()) != task.train_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--privacy_unit=user: ", task.model_name,
+          " has no user column; give --user_ids (one user id per training example)"));
+    }
+    absl::StatusOr<UserIndex> index = UserIndex::Create(ids);
+    if (!index.ok()) return index.status();
+    users = *std::move(index);
+  }
+  TorchDpTask runner(std::move(task), options.distributed, std::move(users));
   return RunTraining(options, runner);
 }
 

@@ -6,6 +6,10 @@
 // batches: engine/run_plan.h), forward + backward of the summed per-example losses in
 // physical slices, clipping and secure Gaussian noise by optim::DpOptimizer, whose step
 // listener appends the step's sampling record to the ledger before the update is applied.
+// --sampler=fixed_size draws exactly B examples per step (optim/fixed_size_sampler.h) and
+// appends the step's SampledWithoutReplacement event (replace-one adjacency) instead;
+// --privacy_unit=user Poisson-samples users and clips each user's mean gradient
+// (engine/user_records.h), and the task's "training set" is then its N users.
 // --seed sets only the model's initialisation (the trainer calls torch::manual_seed).
 #ifndef DPKIT_MODELS_ENGINE_TORCH_TASK_H_
 #define DPKIT_MODELS_ENGINE_TORCH_TASK_H_
@@ -60,6 +64,9 @@ struct TorchTask {
   std::function<absl::Status(const TorchPrepareContext& context)> prepare;
   std::vector<std::string> prepared_files;
   std::string threads;  // ConfigureTorchThreads()'s description
+  // Optional: the user id of each training example (size train_size), the privacy unit
+  // of --privacy_unit=user (movielens: the rating's user). Empty: --user_ids gives them.
+  std::vector<int64_t> user_of_example;
 };
 
 // Sets up LibTorch's threads, the BLAS and the allocator (optim/torch/cpu_threads.h) for

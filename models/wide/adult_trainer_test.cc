@@ -253,7 +253,7 @@ TEST(AdultTrainerTest, ShuffledBatchesWriteNoLedgerAndReportNoEpsilon) {
 
 TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
-      {{{"clipping", "ghost"}}, "--clipping must be flat, per_layer or joint"},
+      {{{"clipping", "ghost"}}, "--clipping must be flat, per_layer, joint or per_layer_dim"},
       {{{"clipping", "joint"}, {"clipping_groups", "hidden;nosuch"}, {"clipping_scales", "1,1"}},
        "unknown layer 'nosuch' (layers: hidden, output)"},
       {{{"clipping", "joint"}, {"clipping_groups", "hidden"}, {"clipping_scales", "1"}},
@@ -261,7 +261,12 @@ TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
       {{{"clipping", "joint"}}, "--clipping=joint needs --clipping_scales"},
       {{{"clipping_scales", "1"}}, "need --clipping=joint"},
       {{{"microbatch_size", "61"}}, "--microbatch_size must be in [1, batch_size = 60]"},
-      {{{"sampler", "random"}}, "--sampler must be poisson or shuffled"},
+      {{{"sampler", "random"}}, "--sampler must be poisson, fixed_size or shuffled"},
+      {{{"sampler", "fixed_size"}, {"microbatch_size", "2"}},
+       "--sampler=fixed_size needs --microbatch_size=1"},
+      {{{"privacy_unit", "family"}}, "--privacy_unit must be example or user"},
+      {{{"user_ids", "ids.txt"}}, "--user_ids needs --privacy_unit=user"},
+      {{{"privacy_unit", "user"}}, "adult has no user column; give --user_ids"},
   };
   for (const auto& [flags, message] : cases) {
     TrainOptions o = AdultOptions("adult_bad_step", "a9a");
@@ -278,6 +283,47 @@ TEST(AdultTrainerTest, BadStepOptionsAreOneLineErrorsNamingTheFlag) {
   o.target_epsilon = 1;
   EXPECT_NE(FindTrainer("adult")->run(o).message().find("--target_epsilon needs --sampler=poisson"),
             std::string::npos);
+}
+
+// --privacy_unit=user with --user_ids on a model without a user column: 150 users of 4
+// training examples each (example i belongs to user i mod 150, so a user's examples are
+// spread over the file). n = 150 users, q = 15 / 150, one record per sampled user; the
+// ledger is the Poisson-sampled Gaussian over users and epsilon its record-level value.
+TEST(AdultTrainerTest, UserIdsFileMakesTheRunUserLevel) {
+  const std::string ids = TestPath("adult_user_ids.txt");
+  {
+    std::ofstream out(ids);
+    for (int i = 0; i < 600; ++i) out << (i % 150) << "\n";
+  }
+  TrainOptions o = AdultOptions("adult_user_run", "a9a");  // 600 training lines
+  o.batch_size = 15;  // expected users per step
+  o.epochs = 2;
+  o.extra_flags["privacy_unit"] = "user";
+  o.extra_flags["user_ids"] = ids;
+  const absl::Status status = RunAdultQuietly(o);
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics.back()["privacy_unit"], "user");
+  EXPECT_DOUBLE_EQ(metrics.back()["sampling_rate"].get<double>(), 0.1);
+  EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 20);  // ceil(2 * 150 / 15)
+  ExpectLedgerAccounted(ReadJsonLines(o.output_dir + "/ledger.jsonl"), metrics.back(), 0.1, 0.55,
+                        1.0, 1e-5);
+  // A file with the wrong number of lines is refused before anything is written.
+  {
+    std::ofstream out(ids);
+    out << "1\n2\n";
+  }
+  o.output_dir = TestPath("adult_user_bad");
+  const absl::Status refused = RunAdultQuietly(o);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("has 2 lines; it needs one per training example (600)"),
+            std::string::npos)
+      << refused;
+  o.extra_flags["user_ids"] = ids + ".missing";
+  const absl::Status missing = RunAdultQuietly(o);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_NE(missing.message().find("--user_ids: cannot read"), std::string::npos) << missing;
 }
 
 TEST(AdultTrainerTest, BadSplitAndMissingDataAreOneLineErrors) {

@@ -16,6 +16,9 @@
 // does not reproduce row for row).
 //
 // Data: --data_dir holds `ratings.dat` (the unpacked `ml-1m` folder of GroupLens).
+//
+// --privacy_unit=user gives user-level DP (McMahan et al. 2018): the rating's user is the
+// unit (engine/user_records.h); n, q and --batch_size then count users.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -150,6 +153,10 @@ absl::Status TrainMovieLens(const TrainOptions& o) {
   task.model_name = o.model;
   task.model = net.ptr().get();
   task.train_size = train.labels.size(0);
+  // --privacy_unit=user: a rating's user is its privacy unit (user-level DP).
+  const torch::Tensor train_users = train.users.contiguous();
+  task.user_of_example.assign(train_users.data_ptr<int64_t>(),
+                              train_users.data_ptr<int64_t>() + task.train_size);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor logits = net->forward(train.users.index_select(0, index).to(device),
                                         train.movies.index_select(0, index).to(device));

@@ -120,6 +120,113 @@ TEST(MovieLensTrainerTest, ResumeContinuesTheSameLedgerAtTheCheckpointsSigma) {
                         metrics.back()["sampling_rate"].get<double>(), 0.8, 5.0, 1e-6);
 }
 
+// --privacy_unit=user (McMahan et al. 2018): the 60 users of the toy data are the units.
+// n, q and --batch_size count users (q = 6 / 60), every ledger step is a Poisson-sampled
+// Gaussian over users with the per-user clip norm, and the reported epsilon is the
+// record-level formula with n = 60 (ExpectLedgerAccounted computes it from
+// DpSgdEvent(0.1, sigma, steps) directly).
+TEST(MovieLensTrainerTest, UserLevelRunIsAccountedOverUsers) {
+  TrainOptions o;
+  o.model = "movielens";
+  o.data_dir = WriteToyMovieLens("ml_user_data");
+  o.output_dir = TestPath("ml_user_run");
+  o.format = "json";
+  o.batch_size = 6;  // expected users per step
+  o.epochs = 2;
+  o.extra_flags["privacy_unit"] = "user";
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("movielens")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics.back()["privacy_unit"], "user");
+  EXPECT_DOUBLE_EQ(metrics.back()["sampling_rate"].get<double>(), 0.1);
+  EXPECT_EQ(metrics.back()["step"].get<int64_t>(), 20);  // ceil(2 * 60 / 6)
+  ExpectLedgerAccounted(ReadJsonLines(o.output_dir + "/ledger.jsonl"), metrics.back(), 0.1, 0.6,
+                        5.0, 1e-6);
+  // User-level needs Poisson sampling of users and one record per user.
+  o.output_dir = TestPath("ml_user_refused");
+  o.extra_flags["sampler"] = "fixed_size";
+  const absl::Status refused = FindTrainer("movielens")->run(o);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("--privacy_unit=user needs --sampler=poisson"),
+            std::string::npos)
+      << refused;
+}
+
+// --sampler=fixed_size: each step's ledger entry is SampledWithoutReplacement(n, B,
+// Gaussian(sigma / 2)) (replace-one: a changed rating moves the clipped sum by up to 2C
+// while the noise is sigma C), and the reported epsilon is the RDP bound (Wang, Balle,
+// Kasiviswanathan 2019) of those steps, computed here from the event directly; the PLD
+// accountant does not cover sampling without replacement and says so.
+TEST(MovieLensTrainerTest, FixedSizeRunRecordsReplaceOneStepsAndIsAccountedByRdp) {
+  TrainOptions o;
+  o.model = "movielens";
+  o.data_dir = WriteToyMovieLens("ml_fixed_data");
+  o.output_dir = TestPath("ml_fixed_run");
+  o.format = "json";
+  o.batch_size = 400;
+  o.epochs = 1;
+  o.extra_flags["sampler"] = "fixed_size";
+  testing::internal::CaptureStdout();
+  const absl::Status status = FindTrainer("movielens")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<nlohmann::json> metrics = ReadJsonLines(o.output_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  const nlohmann::json& last = metrics.back();
+  EXPECT_EQ(last["sampler"], "fixed_size");
+  const int64_t n = std::llround(400 / last["sampling_rate"].get<double>());
+  const int64_t steps = last["step"].get<int64_t>();
+  EXPECT_EQ(steps, (n + 399) / 400);
+  const std::vector<nlohmann::json> ledger = ReadJsonLines(o.output_dir + "/ledger.jsonl");
+  ASSERT_EQ(static_cast<int64_t>(ledger.size()), steps);
+  const accounting::Event step_event =
+      accounting::Event::SampledWithoutReplacement(n, 400, *accounting::Event::Gaussian(0.3))
+          .value();
+  for (const nlohmann::json& line : ledger) {
+    ASSERT_EQ(line["type"], "event");
+    EXPECT_EQ(accounting::Event::FromJson(line["event"]).value(), step_event);
+  }
+  const std::vector<double> orders = accounting::DefaultRdpOrders();
+  auto rdp = accounting::ComputeRdp(accounting::Event::SelfComposed(step_event, steps).value(),
+                                    orders);
+  ASSERT_TRUE(rdp.ok());
+  auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, 1e-6);
+  ASSERT_TRUE(eps.ok());
+  EXPECT_NEAR(last["epsilon"]["rdp"]["epsilon"].get<double>(), eps->epsilon, 1e-9 * eps->epsilon);
+  EXPECT_TRUE(last["epsilon"]["pld"].contains("not_applicable")) << last["epsilon"];
+  EXPECT_EQ(last["epsilon"]["headline"]["accountant"], "rdp") << last["epsilon"];
+  // --resume keeps the checkpoint's sampler and continues the same ledger of events.
+  TrainOptions resumed = o;
+  resumed.epochs = 2;
+  resumed.resume = true;
+  resumed.extra_flags.erase("sampler");
+  testing::internal::CaptureStdout();
+  const absl::Status continued = FindTrainer("movielens")->run(resumed);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(continued.ok()) << continued;
+  const nlohmann::json resumed_last = ReadJsonLines(o.output_dir + "/metrics.jsonl").back();
+  EXPECT_EQ(resumed_last["sampler"], "fixed_size");
+  EXPECT_EQ(resumed_last["step"].get<int64_t>(), 2 * steps);
+  const std::vector<nlohmann::json> both = ReadJsonLines(o.output_dir + "/ledger.jsonl");
+  ASSERT_EQ(static_cast<int64_t>(both.size()), 2 * steps);
+  for (const nlohmann::json& line : both) {
+    EXPECT_EQ(accounting::Event::FromJson(line["event"]).value(), step_event);
+  }
+  // --target_epsilon calibrates sigma by the same bound: the run's epsilon meets it.
+  o.output_dir = TestPath("ml_fixed_target");
+  o.target_epsilon = 2.0;
+  testing::internal::CaptureStdout();
+  const absl::Status calibrated = FindTrainer("movielens")->run(o);
+  testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(calibrated.ok()) << calibrated;
+  const nlohmann::json target_last = ReadJsonLines(o.output_dir + "/metrics.jsonl").back();
+  EXPECT_LE(target_last["epsilon"]["rdp"]["epsilon"].get<double>(), 2.0);
+  EXPECT_GT(target_last["epsilon"]["rdp"]["epsilon"].get<double>(), 1.9);
+}
+
 TEST(MovieLensTrainerTest, BadDataIsAOneLineError) {
   TrainOptions o;
   o.model = "movielens";

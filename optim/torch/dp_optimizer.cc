@@ -50,6 +50,9 @@ absl::StatusOr<std::unique_ptr<DpOptimizer>> DpOptimizer::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("microbatch_size must be >= 1, got ", options.microbatch_size));
   }
+  if (options.unit_records && options.microbatch_size != 1) {
+    return absl::InvalidArgumentError("unit_records needs microbatch_size 1");
+  }
   if (!(options.sampling_rate > 0 && options.sampling_rate <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("sampling_rate must be in (0, 1], got ", options.sampling_rate));
@@ -61,10 +64,17 @@ absl::StatusOr<std::unique_ptr<DpOptimizer>> DpOptimizer::Create(
   auto dp = std::unique_ptr<DpOptimizer>(new DpOptimizer());
   absl::Status valid = ValidateForPerExampleGradients(model, &dp->layers_);
   if (!valid.ok()) return valid;
+  // Each layer's parameter count d_j, for dimensionality-adjusted per-layer clipping.
+  std::vector<int64_t> layer_dims;
+  for (auto& l : dp->layers_) {
+    int64_t d = 0;
+    for (const torch::Tensor& p : l.layer->DpParameters()) d += p.numel();
+    layer_dims.push_back(d);
+  }
   absl::StatusOr<ClippingGroups> groups =
       MakeClippingGroups(options.clipping, options.clip_norm,
                          static_cast<int>(dp->layers_.size()), options.joint_groups,
-                         options.joint_scales);
+                         options.joint_scales, layer_dims);
   if (!groups.ok()) return groups.status();
   // Every trainable parameter of the model must be one the optimizer steps and one a
   // layer clips; otherwise it would be updated without privacy.
@@ -132,7 +142,8 @@ absl::StatusOr<int64_t> DpOptimizer::AccumulatePhysicalBatch(
     }
     batch = b;
   }
-  const bool micro = options_.microbatch_size > 1;
+  // Records of several examples: microbatches, or privacy units (unit_records).
+  const bool micro = options_.microbatch_size > 1 || options_.unit_records;
   int64_t sizes_total = 0;
   for (int64_t size : microbatch_sizes) {
     if (size < 1) {
@@ -141,7 +152,8 @@ absl::StatusOr<int64_t> DpOptimizer::AccumulatePhysicalBatch(
     sizes_total += size;
   }
   if (!micro && !microbatch_sizes.empty()) {
-    return absl::InvalidArgumentError("microbatch sizes given, but microbatch_size is 1");
+    return absl::InvalidArgumentError(
+        "microbatch sizes given, but microbatch_size is 1 and records are not units");
   }
   if (batch <= 0) {
     if (sizes_total != 0) {

@@ -18,7 +18,9 @@
 // Records: with microbatch_size k = 1 a record is one example's gradient; with k > 1 it is
 // the average gradient of one microbatch's examples (the caller passes the microbatch
 // sizes; the microbatch assignment must not depend on other examples, see
-// optim/poisson_sampler.h's AssignMicrobatches), and Delta doubles (optim/clipping.h).
+// optim/poisson_sampler.h's AssignMicrobatches), and Delta doubles (optim/clipping.h);
+// with unit_records it is the average gradient of one privacy unit's (user's) examples,
+// and Delta does not double (see DpOptimizerOptions::unit_records).
 // Splitting a logical batch into physical batches changes nothing in the privacy analysis:
 // clipping is per record (a microbatch is never split across physical batches) and the
 // noise is added once per logical step.
@@ -58,6 +60,13 @@ struct DpOptimizerOptions {
   std::vector<std::vector<int>> joint_groups;  // kJoint: layer indices per group
   std::vector<double> joint_scales;            // kJoint: scale s_g > 0 per group
   int64_t microbatch_size = 1;                 // k >= 1: a record = the mean of k examples
+  // Records are privacy units (user-level DP, McMahan et al. 2018, Alg. 1): the caller
+  // passes the sizes of the runs of consecutive examples that form each unit (a user's
+  // examples), a record is the mean gradient of one unit's examples, clipped as above.
+  // Adding or removing a unit adds or removes one record, so Delta = S (no doubling, unlike
+  // microbatches) and the fixed denominator is expected_batch_size, the EXPECTED number of
+  // units q N. Needs microbatch_size 1.
+  bool unit_records = false;
   // false: Step() adds no noise (the sampling record still carries sigma). Only for a rank
   // of a distributed step other than the one that draws the step's noise once for all
   // ranks (models/engine/distributed.h).

@@ -280,6 +280,76 @@ TEST(DpOptimizerTest, MicrobatchRecordIsTheClippedAverageOfItsExamples) {
   EXPECT_DOUBLE_EQ(record->sampling.queries[0].clip_norm, 0.6);
 }
 
+// User-level DP (McMahan et al. 2018, Alg. 1): a record is one user's examples, their mean
+// gradient clipped to C; the sum is divided by the expected number of users, and the
+// sensitivity is C (adding a user adds one record), not 2C as for microbatches.
+TEST(DpOptimizerTest, UnitRecordIsTheUsersClippedMeanWithSensitivityC) {
+  torch::manual_seed(14);
+  Net net(5, 4, 3);
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.2;
+  options.expected_batch_size = 2.5;  // expected users per step
+  options.unit_records = true;
+  auto dp = MakeDp(net, options, 1.0);
+  torch::Tensor x = torch::randn({9, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {9}, torch::kLong);
+  // Users {0,1,2,3} {4} {5,6,7,8}.
+  auto expected = ExpectedMicrobatchUpdate(net, x, y, {{0, 1, 2, 3}, {4}, {5, 6, 7, 8}}, 0.2, 2.5);
+  auto before = Snapshot(net);
+  Losses(net.forward(x), y).sum().backward();
+  std::vector<int64_t> users = {4, 1, 4};
+  ASSERT_EQ(*dp->AccumulatePhysicalBatch(users), 9);
+  int clipped = 0;
+  for (double n : dp->last_norms()) clipped += n > 0.2;
+  auto record = dp->Step();
+  ASSERT_TRUE(record.ok());
+  ExpectUpdate(net, before, expected);
+  EXPECT_EQ(record->records, 3);
+  EXPECT_GT(clipped, 0);  // the test exercises the per-user clipping
+  ASSERT_EQ(record->sampling.queries.size(), 1u);
+  EXPECT_DOUBLE_EQ(record->sampling.queries[0].clip_norm, 0.2);
+  // Unit records need microbatch_size 1.
+  options.microbatch_size = 2;
+  auto sgd = MakeTorchOptimizer("sgd", net.parameters(), 1.0);
+  EXPECT_FALSE(DpOptimizer::Create(net, *std::move(sgd), options,
+                                   std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(1))
+                   .ok());
+}
+
+// --clipping=per_layer_dim: the optimizer passes each layer's parameter count, so
+// C_j = C sqrt(d_j / D) (optim/clipping.h) with the model's real d_j; total sensitivity C.
+TEST(DpOptimizerTest, DimensionAdjustedClippingUsesTheLayersParameterCounts) {
+  torch::manual_seed(15);
+  Net net(5, 4, 3);  // layers: 5*4+4 = 24 and 4*3+3 = 15 parameters
+  net.to(torch::kFloat64);
+  DpOptimizerOptions options;
+  options.noise_multiplier = 0;
+  options.clip_norm = 0.4;
+  options.clipping = ClippingMode::kPerLayerDim;
+  options.expected_batch_size = 6;
+  auto dp = MakeDp(net, options, 1.0);
+  const ClippingGroups& groups = dp->groups();
+  const double c1 = 0.4 * std::sqrt(24.0 / 39.0), c2 = 0.4 * std::sqrt(15.0 / 39.0);
+  ASSERT_EQ(groups.clip_norms.size(), 2u);
+  EXPECT_NEAR(groups.clip_norms[0], c1, 1e-15);
+  EXPECT_NEAR(groups.clip_norms[1], c2, 1e-15);
+  EXPECT_NEAR(groups.TotalSensitivity(), 0.4, 1e-15);
+  // The update: each example's layers clipped by hand to c1 and c2.
+  torch::Tensor x = torch::randn({6, 5}, torch::kFloat64) * 3;
+  torch::Tensor y = torch::randint(0, 3, {6}, torch::kLong);
+  auto expected = ExpectedUpdate(net, x, y, {{0, 1}, {2, 3}}, {c1, c2}, 6);
+  auto before = Snapshot(net);
+  Losses(net.forward(x), y).sum().backward();
+  ASSERT_TRUE(dp->AccumulatePhysicalBatch().ok());
+  auto record = dp->Step();
+  ASSERT_TRUE(record.ok());
+  ExpectUpdate(net, before, expected);
+  ASSERT_EQ(record->sampling.queries.size(), 2u);
+  EXPECT_NEAR(record->sampling.queries[0].clip_norm, c1, 1e-15);
+}
+
 TEST(DpOptimizerTest, MicrobatchSizesMustMatchTheBatch) {
   torch::manual_seed(5);
   Net net(5, 4, 3);
