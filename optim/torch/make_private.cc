@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -126,6 +127,37 @@ absl::StatusOr<Replacement> ReplaceGroupNorm(torch::nn::GroupNormImpl& m) {
   return Wrap(layer);
 }
 
+// torch::nn::LSTM and GRU: DpLSTM / DpGRU of the same options adopting weight_ih_l{k},
+// weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (dp_rnn.h: the same ops, so the same outputs).
+template <typename Layer, typename TorchImpl>
+absl::StatusOr<Replacement> ReplaceRecurrent(const std::string& path, TorchImpl& m) {
+  const auto& o = m.options;
+  bool projected = false;
+  if constexpr (std::is_same_v<TorchImpl, torch::nn::LSTMImpl>) projected = o.proj_size() != 0;
+  if (o.bidirectional() || !o.bias() || projected) {
+    return Refuse(path, m,
+                  "is bidirectional, has no bias or projects its hidden state (proj_size), "
+                  "which DpLSTM/DpGRU do not support: use bidirectional(false), bias(true), "
+                  "proj_size(0)");
+  }
+  DpRnnOptions options(o.input_size(), o.hidden_size());
+  options.num_layers = o.num_layers();
+  options.batch_first = o.batch_first();
+  options.dropout = o.dropout();
+  auto layer = MakeShared<Layer>(options);
+  auto own = m.named_parameters(/*recurse=*/false);
+  for (int64_t k = 0; k < options.num_layers; ++k) {
+    for (auto [name, member] : {std::pair{"weight_ih_l", &layer->weight_ih[k]},
+                                {"weight_hh_l", &layer->weight_hh[k]},
+                                {"bias_ih_l", &layer->bias_ih[k]},
+                                {"bias_hh_l", &layer->bias_hh[k]}}) {
+      const std::string key = absl::StrCat(name, k);
+      layer->Adopt(key, member, own[key]);
+    }
+  }
+  return Wrap(layer);
+}
+
 // The module's own (not its children's) parameters: how many, how many trainable.
 std::pair<int, int> OwnParameters(const torch::nn::Module& module) {
   int all = 0, trainable = 0;
@@ -162,10 +194,12 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
   if (auto* e = dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) return ReplaceEmbedding(path, *e);
   if (auto* n = dynamic_cast<torch::nn::LayerNormImpl*>(&m)) return ReplaceLayerNorm(*n);
   if (auto* g = dynamic_cast<torch::nn::GroupNormImpl*>(&m)) return ReplaceGroupNorm(*g);
+  if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(path, *r);
+  if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(path, *r);
   return Refuse(path, m,
                 "has trainable parameters without a per-example gradient rule: use "
-                "torch::nn::Linear, Conv2d, Embedding, LayerNorm or GroupNorm (or a dpkit Dp* "
-                "layer), or freeze them (requires_grad false)");
+                "torch::nn::Linear, Conv2d, Embedding, LayerNorm, GroupNorm, LSTM or GRU (or a "
+                "dpkit Dp* layer), or freeze them (requires_grad false)");
 }
 
 struct PlannedReplacement {
@@ -219,7 +253,7 @@ void GuardParameters(const std::string& path, torch::nn::Module& module) {
                   "' received an ordinary (unclipped) gradient: the forward pass used it "
                   "outside its per-example layer (a member holder still pointing to the "
                   "original module, or a weight used functionally); call the layers through "
-                  "the module tree");
+                  "the module tree (e.g. hold the layer in a one-element torch::nn::Sequential)");
       return grad;
     });
   }

@@ -3,26 +3,51 @@
 //
 // ConvertToPerExample walks the model's module tree (named_children: Sequential, ModuleList,
 // ModuleDict, the user's own module classes) and replaces every torch::nn::Linear, Conv2d,
-// Embedding, LayerNorm and GroupNorm by the per-example layer of the same configuration
-// (DpLinear, DpConv2d, DpEmbedding, DpLayerNorm, DpGroupNorm; per_example_layers.h) that
-// SHARES the original's parameter tensors: the same TensorImpls under the same names, so
-// named_parameters(), an optimizer built before the call, and checkpoints keep working, and
-// the outputs are those of the original module (Linear on (B, in), Conv2d, Embedding:
-// bit for bit; the affine norms apply their affine after the normalisation, to rounding).
+// Embedding, LayerNorm, GroupNorm, LSTM and GRU by the per-example layer of the same
+// configuration (DpLinear, DpConv2d, DpEmbedding, DpLayerNorm, DpGroupNorm, DpLSTM, DpGRU;
+// per_example_layers.h) that SHARES the original's parameter tensors: the same TensorImpls
+// under the same names, so named_parameters(), an optimizer built before the call, and
+// checkpoints keep working, and the outputs are those of the original module (Linear on
+// (B, in), Conv2d, Embedding, LSTM, GRU: bit for bit; the affine norms apply their affine
+// after the normalisation, to rounding).
 // Dp* layers already in the model are kept. It refuses, with one line naming the module's
 // path and what to use instead: BatchNorm (mixes examples), any other module with trainable
 // parameters and no per-example rule, a configuration the rules do not cover (Linear
 // without bias, grouped or non-zero-padded convolutions, Embedding with padding_idx /
-// max_norm / sparse), and a root that is itself such a layer (wrap it in a Sequential).
+// max_norm / sparse, bidirectional or projected LSTM/GRU, or without biases), and a root
+// that is itself such a layer (wrap it in a Sequential).
 //
-// C++ cannot redirect a member holder (`torch::nn::Linear fc{nullptr}`) that a user's class
-// keeps: after the call it still points to the original module, which is no longer in the
-// tree. A forward pass must therefore reach the layers through the tree (a Sequential's
-// forward, or a container looked up at call time). Every replaced parameter gets an
+// A layer the user's class keeps in a plain member holder (`torch::nn::Linear fc{nullptr}`,
+// called as `fc(x)`) cannot be made private, and MakePrivate does not try. Why (LibTorch
+// 1.13; checked for every route):
+//  - Redirecting the holder: the holder's shared_ptr lives at an unknown offset inside the
+//    user's object (register_module keeps its own copy in the tree; Module has no record of
+//    holders), so the conversion cannot reach it; and ModuleHolder<LinearImpl> calls
+//    LinearImpl::forward, which is NOT virtual, so even an object of a derived type in the
+//    holder would run torch's own forward.
+//  - Converting the Impl in place (same object in holder and tree): an object's type cannot
+//    change, and what LinearImpl::forward (or LSTMImpl's, through flat_weights_) reads of it
+//    is only its parameter tensors: F::linear(input, weight, bias).
+//  - Substituting those tensors, or hooks on the original parameters: whatever sits in
+//    `weight` receives in backward only dL/dW = sum_i G_i^T A_i, summed over the batch inside
+//    linear's own backward (one matrix product), and the per-example norms ||G_i^T A_i|| are
+//    not recoverable from the sum. They need each example's input A_i and output backprop G_i
+//    of that call, which nothing outside LinearImpl::forward sees: LibTorch's C++ modules have
+//    no forward hooks, and Python's __torch_function__ / TorchDispatchMode (Opacus' routes)
+//    have no C++ counterpart. What remains is process-wide: an at::RecordFunction observer
+//    (the profiler's per-op callback, asked for inputs and outputs) could spot aten::linear /
+//    aten::lstm calls whose weight is a replaced parameter, keep the input and hook the
+//    output; rejected, because it runs on every op of every thread of the process, copies
+//    every op's arguments, and depends on which internal ops LibTorch's modules call.
+//  - The one route left, a backward pass per example, is not what the user's single
+//    backward() of the summed loss does.
+// So a forward pass must reach the layers through the tree: a Sequential's forward (a
+// member `torch::nn::Sequential fc{nullptr}` holding ONE layer, called as fc->forward(x),
+// works: its list is updated), a ModuleList / ModuleDict looked up at call time. A stale
+// member holder cannot train silently without clipping: every replaced parameter gets an
 // autograd hook that stops backward() with a one-line error if the parameter receives an
-// ordinary (summed, unclipped) gradient: that happens only when the forward pass used it
-// outside its per-example rule (a stale member holder, a tied weight used functionally),
-// so such a model cannot silently train without clipping.
+// ordinary (summed, unclipped) gradient, which happens only when the forward pass used it
+// outside its per-example rule (a stale member holder, a tied weight used functionally).
 //
 // MakePrivate then returns PrivateTraining: the DpOptimizer (optim/torch/dp_optimizer.h)
 // around the user's optimizer, Poisson batches of expected size B from the secure

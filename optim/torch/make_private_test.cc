@@ -193,8 +193,9 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   nn::Sequential prelu(nn::Linear(3, 3), nn::PReLU());
   EXPECT_EQ(ConvertError(*prelu),
             "MakePrivate: module '1' (torch::nn::PReLUImpl) has trainable parameters without a "
-            "per-example gradient rule: use torch::nn::Linear, Conv2d, Embedding, LayerNorm or "
-            "GroupNorm (or a dpkit Dp* layer), or freeze them (requires_grad false)");
+            "per-example gradient rule: use torch::nn::Linear, Conv2d, Embedding, LayerNorm, "
+            "GroupNorm, LSTM or GRU (or a dpkit Dp* layer), or freeze them (requires_grad "
+            "false)");
   struct Custom : nn::Module {
     torch::Tensor scale = register_parameter("scale", torch::ones({3}));
     torch::Tensor forward(const torch::Tensor& x) { return x * scale; }
@@ -204,8 +205,8 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   EXPECT_NE(ConvertError(*custom).find("module '1' ("), std::string::npos);
   EXPECT_NE(ConvertError(*custom).find("has trainable parameters without a per-example"),
             std::string::npos);
-  nn::Sequential lstm(nn::LSTM(3, 4));
-  EXPECT_NE(ConvertError(*lstm).find("module '0' (torch::nn::LSTMImpl) has trainable"),
+  nn::Sequential vanilla_rnn(nn::RNN(3, 4));
+  EXPECT_NE(ConvertError(*vanilla_rnn).find("module '0' (torch::nn::RNNImpl) has trainable"),
             std::string::npos);
   // Frozen parameters need no rule.
   nn::Sequential frozen(nn::Linear(3, 3), nn::PReLU());

@@ -38,7 +38,7 @@ absl::Status ValidateForPerExampleGradients(torch::nn::Module& model,
       return absl::InvalidArgumentError(absl::StrCat(
           "module '", name, "' (", type,
           ") has trainable parameters without a per-example gradient rule; supported: "
-          "DpLinear, DpConv2d, DpEmbedding, DpGroupNorm, DpLayerNorm (with any "
+          "DpLinear, DpConv2d, DpEmbedding, DpGroupNorm, DpLayerNorm, DpLSTM, DpGRU (with any "
           "parameter-free activations and pooling between them)"));
     }
   }

@@ -10,6 +10,7 @@
 //   Conv2d     im2col U_i (Ckk x L)   per-example grad  G_i U_i^T
 //   Embedding  rows x_t               per-example grad  sum_t e_{x_t} g_t^T  (sparse rows)
 //   GroupNorm / LayerNorm affine      per-example grad  sum over positions of g * x_hat
+//   LSTM / GRU layer  x_t, h_{t-1}    per-example grads sum_t g_t x_t^T, sum_t g_t h_{t-1}^T
 // Norms use "ghost clipping" (Goodfellow 2015; Li et al. 2021, Sec. 4; Bu et al. 2022):
 //   ||G_i^T A_i||_F^2 = <A_i A_i^T, G_i G_i^T>_F            (Li et al. 2021, eq. (4))
 // which never materialises the (out x in) per-example gradient. Linear chooses the cheaper
@@ -30,9 +31,9 @@
 // next forward. Forward outside autograd (NoGradGuard / eval) captures nothing.
 //
 // Layout: per_example_layer.h (the interface), one header per rule (dp_linear.h,
-// dp_conv2d.h, dp_embedding.h, dp_affine_norm.h for GroupNorm and LayerNorm), their shared
-// kernels in per_example_kernels.h (internal); this header includes them all and adds the
-// model check.
+// dp_conv2d.h, dp_embedding.h, dp_affine_norm.h for GroupNorm and LayerNorm, dp_rnn.h for
+// LSTM and GRU), their shared kernels in per_example_kernels.h (internal); this header
+// includes them all and adds the model check.
 #ifndef DPKIT_OPTIM_TORCH_PER_EXAMPLE_LAYERS_H_
 #define DPKIT_OPTIM_TORCH_PER_EXAMPLE_LAYERS_H_
 
@@ -47,6 +48,7 @@
 #include "dpkit/optim/torch/dp_conv2d.h"
 #include "dpkit/optim/torch/dp_embedding.h"
 #include "dpkit/optim/torch/dp_linear.h"
+#include "dpkit/optim/torch/dp_rnn.h"
 #include "dpkit/optim/torch/per_example_layer.h"
 
 namespace dpkit::optim {
