@@ -2,7 +2,7 @@
 q x sigma x T x delta grid, checking what every certified bound promises.
 
 Usage: grid_probe.py --dpkit PATH [--grid=ci|full] [--jobs=N] [--cpu_limit=30] [--report=FILE]
-                     [--shuffle=SEED] [--skip=FILE]
+                     [--shuffle=SEED] [--skip=FILE] [--wall_factor=10] [--points=q,s,T,d;...]
 
 --report appends one JSON line per point as it finishes (a run stopped early keeps what it
 measured); --skip reads such a report and leaves out its points (to continue a stopped run);
@@ -125,7 +125,7 @@ def reject_constant(name):
     raise ValueError("non-finite number %s in JSON" % name)
 
 
-def run_all(dpkit, points, jobs, cpu_limit, report=None):
+def run_all(dpkit, points, jobs, cpu_limit, report=None, wall_factor=10):
     """Runs every point; measures each child's CPU time with wait4 (RUSAGE of that pid).
     Appends each result to `report` (an open file) as it finishes."""
     results = []
@@ -146,9 +146,10 @@ def run_all(dpkit, points, jobs, cpu_limit, report=None):
             os.execv(dpkit, args)
         os.close(write_out)
         os.close(write_err)
-        # A point that blocks without using CPU is killed after 10x the limit of wall time
-        # (a shared machine can be that much slower than its CPU time).
-        killer = threading.Timer(10 * cpu_limit, os.kill, (pid, signal.SIGKILL))
+        # A point that blocks without using CPU is killed after wall_factor (10) times the
+        # limit of wall time (a shared machine can be that much slower than its CPU time;
+        # under a heavier load, rerun such a point with a larger --wall_factor).
+        killer = threading.Timer(wall_factor * cpu_limit, os.kill, (pid, signal.SIGKILL))
         killer.start()
         with os.fdopen(read_out, "rb") as out_file, os.fdopen(read_err, "rb") as err_file:
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as reader:
@@ -280,6 +281,8 @@ def main():
     parser.add_argument("--report", default="")
     parser.add_argument("--shuffle", type=int, default=None)
     parser.add_argument("--skip", default="")
+    parser.add_argument("--wall_factor", type=float, default=10)
+    parser.add_argument("--points", default="", help="q,sigma,T,delta;... instead of a grid")
     args = parser.parse_args()
     grid = GRIDS[args.grid]
     shards = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
@@ -301,7 +304,10 @@ def main():
         random.Random(args.shuffle).shuffle(points)
     started = time.monotonic()
     report = open(args.report, "a") if args.report else None
-    results = run_all(args.dpkit, points, args.jobs, args.cpu_limit, report)
+    if args.points:
+        points = [tuple(float(v) if i != 2 else int(v) for i, v in enumerate(p.split(",")))
+                  for p in args.points.split(";")]
+    results = run_all(args.dpkit, points, args.jobs, args.cpu_limit, report, args.wall_factor)
     results += earlier
     for result in results:
         check_point(result, args.cpu_limit)
