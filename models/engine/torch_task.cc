@@ -143,8 +143,8 @@ class TorchDpTask : public TrainingTask {
       dp_->SetStepListener(std::move(append));
       return absl::OkStatus();
     }
-    // Several processes: rank 0 appends before the all-reduce that every rank's update
-    // waits for (engine/distributed.h).
+    // Several processes: rank 0 appends after the all-reduce and before the commit that
+    // every rank's update waits for (engine/distributed.h, step 5).
     sampling_rate_ = plan.privacy.sampling_rate;
     absl::StatusOr<std::unique_ptr<DistributedGroup>> group =
         DistributedGroup::Connect(distributed_, device_);
