@@ -314,7 +314,7 @@ def main():
     check_monotone(results)
     slowest = max(results, key=lambda r: r["cpu"]) if results else None
     print("grid %s, q in %s: %d points in %.1f s; slowest %s: %.1f s CPU, %.1f s wall" %
-          (args.grid, qs, len(points), time.monotonic() - started,
+          ("(--points)" if args.points else args.grid, qs, len(points), time.monotonic() - started,
            name(slowest["point"]) if slowest else "-", slowest["cpu"] if slowest else 0,
            slowest["wall"] if slowest else 0), flush=True)
     if report is not None:
