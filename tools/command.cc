@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -117,6 +118,26 @@ std::vector<const Command*> RegisteredCommands() {
   return out;
 }
 
+namespace {
+
+// Prints a command's final one-line error. Under `dpkit train --nproc=N` the launcher
+// (train_launcher.cc) gives each rank a file in DPKIT_ERROR_FILE: the line goes there, and
+// the launcher prints each distinct line once, after the ranks end (every rank parses the
+// same arguments, so a refusal would otherwise be printed N times).
+void PrintFinalError(const std::string& name, const std::string& message) {
+  const std::string line = absl::StrCat("dpkit ", name, ": ", OneLine(message), "\n");
+  const char* path = std::getenv("DPKIT_ERROR_FILE");
+  if (path != nullptr && *path != '\0') {
+    if (FILE* f = std::fopen(path, "w"); f != nullptr) {
+      const bool written = std::fputs(line.c_str(), f) >= 0;
+      if (std::fclose(f) == 0 && written) return;
+    }
+  }
+  std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace
+
 int RunMain(int argc, char** argv) {
   if (argc < 2) {
     PrintProgramHelp();
@@ -156,12 +177,12 @@ int RunMain(int argc, char** argv) {
   CommandContext context;
   absl::Status parsed = ParseCommandFlags(command, argc - 2, argv + 2, &context.args);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(parsed.message()).c_str());
+    PrintFinalError(name, std::string(parsed.message()));
     return kExitUsage;
   }
   absl::Status status = command.run(context);
   if (status.ok()) return kExitOk;
-  std::fprintf(stderr, "dpkit %s: %s\n", name.c_str(), OneLine(status.message()).c_str());
+  PrintFinalError(name, std::string(status.message()));
   return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
                  absl::IsNotFound(status)
              ? kExitUsage

@@ -1,7 +1,11 @@
 // `dpkit serve`: serves the browser calculator (web/) on http://127.0.0.1:PORT/.
 //
-// Built on cpp-httplib (Debian's libcpp-httplib-dev): a fixed pool of worker threads,
-// read, write and keep-alive timeouts, and the library's HTTP/1.1 parsing. On top of it
+// Built on cpp-httplib (Debian's libcpp-httplib-dev): a fixed pool of worker threads and
+// the library's HTTP/1.1 parsing, behind a gate (serve_gate.h) where a connection waits,
+// without a worker, until its request head is complete: a head must arrive within 5 s
+// however slowly its bytes trickle, an answer is sent within 30 s however slowly the
+// client reads, and one client address has at most 64 connections waiting for their
+// heads and 256 in all. On top of it
 // this file decides what may be served: GET and HEAD only, a Host header naming the
 // loopback address (a page on another origin cannot reach the server through DNS
 // rebinding), and only regular files that lie under the served folder once every
@@ -35,6 +39,7 @@
 #include "httplib.h"
 #include "dpkit/tools/cli.h"
 #include "dpkit/tools/command.h"
+#include "dpkit/tools/serve_gate.h"
 
 ABSL_FLAG(int64_t, port, 8000,
           "TCP port on 127.0.0.1 (0 picks a free port and prints it)");
@@ -55,17 +60,13 @@ const char* const kBundleCandidates[] = {
 
 // The only address served on: the loopback interface.
 constexpr char kLoopbackHost[] = "127.0.0.1";
-// Worker threads: a fixed pool, created once at start (never one per connection).
-// Connections wait in the pool's queue; a stalled client holds a worker for at most one
-// timeout, so 200 stalled clients delay others by about 200 * 3 s / 32 = 19 s.
-constexpr size_t kWorkerThreads = 32;
-// A silent or stalled client is dropped after this long on one read or write (the
-// clients are on this machine: the server listens on the loopback interface only).
-constexpr time_t kReadTimeoutSeconds = 3;
-constexpr time_t kWriteTimeoutSeconds = 3;
-// An idle keep-alive connection is closed after this long, or after this many requests.
-constexpr time_t kKeepAliveSeconds = 2;
-constexpr size_t kKeepAliveRequests = 20;
+// Worker threads (a fixed pool, created once at start, never one per connection),
+// deadlines and per-client limits: serve_gate.h's defaults. A client that stops reading
+// is dropped after 3 s without progress (the clients are on this machine: the server
+// listens on the loopback interface only), one that reads slowly after 30 s.
+const GateLimits kLimits;
+// Connections the kernel queues before accept: above the gate's own limit.
+constexpr int kListenBacklog = 1024;
 // The page only sends bodiless GETs; any request body above this is refused.
 constexpr size_t kMaxBodyBytes = 16 * 1024;
 // Files are streamed in pieces of this size.
@@ -210,11 +211,6 @@ absl::StatusOr<std::string> FindRoot() {
 }
 
 void Configure(httplib::Server& server, const std::string& root, const int* port) {
-  server.new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
-  server.set_read_timeout(kReadTimeoutSeconds);
-  server.set_write_timeout(kWriteTimeoutSeconds);
-  server.set_keep_alive_timeout(kKeepAliveSeconds);
-  server.set_keep_alive_max_count(kKeepAliveRequests);
   server.set_payload_max_length(kMaxBodyBytes);
   server.set_default_headers({{"Cache-Control", "no-cache"},
                               {"X-Content-Type-Options", "nosniff"}});
@@ -246,7 +242,13 @@ absl::Status RunServe(const CommandContext& context) {
   if (!root.ok()) return root.status();
 
   int port = 0;  // Read by the request handlers once bound; outlives `server`.
-  httplib::Server server;
+  std::unique_ptr<GatedServer> gated;
+  try {
+    gated = std::make_unique<GatedServer>(kLimits);
+  } catch (const std::system_error& error) {  // The workers could not be created.
+    return absl::ResourceExhaustedError(absl::StrCat("serve: ", error.what()));
+  }
+  GatedServer& server = *gated;
   Configure(server, *root, &port);
   // Loopback only, never the network.
   port = requested == 0 ? server.bind_to_any_port(kLoopbackHost)
@@ -257,6 +259,7 @@ absl::Status RunServe(const CommandContext& context) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", kLoopbackHost, ":",
                                                requested, ": ", std::strerror(errno)));
   }
+  server.WidenBacklog(kListenBacklog);
   std::cout << "Serving " << *root << " at http://" << kLoopbackHost << ":" << port
             << "/ (Ctrl-C stops)" << std::endl;
   try {

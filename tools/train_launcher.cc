@@ -16,6 +16,8 @@
 // if it was killed by a signal, gives the other ranks kFailureGraceSeconds to notice (they
 // print the one-line error of models/engine/distributed.h and exit non-zero) and then kills
 // the ones left (a hung rank), and exits non-zero itself. SIGINT and SIGTERM are forwarded.
+// The ranks' final one-line errors (a refused flag is refused by every rank) are printed by
+// the launcher once the ranks have ended, each distinct line once (RankErrors).
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,6 +33,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -174,6 +178,41 @@ int WaitForRanks(std::vector<pid_t>& children) {
   return exit_code;
 }
 
+// The ranks' final error lines (tools/command.cc, PrintFinalError): each rank writes its
+// one line to DIR/rank<R> instead of stderr; once the ranks have ended, each distinct line is
+// printed once, in rank order, and the folder is removed.
+class RankErrors {
+ public:
+  RankErrors() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/dpkit-train-XXXXXX";
+    if (mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
+  }
+  // The file of `rank` ("" when no folder could be made: the ranks print to stderr).
+  std::string FileOf(int rank) const {
+    return dir_.empty() ? "" : dir_ + "/rank" + std::to_string(rank);
+  }
+  void PrintAndRemove(int nproc) {
+    if (dir_.empty()) return;
+    std::set<std::string> printed;
+    for (int rank = 0; rank < nproc; ++rank) {
+      const std::string file = FileOf(rank);
+      std::ifstream in(file);
+      for (std::string line; std::getline(in, line);) {
+        if (!line.empty() && printed.insert(line).second) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+        }
+      }
+      std::remove(file.c_str());
+    }
+    rmdir(dir_.c_str());
+  }
+
+ private:
+  std::string dir_;
+};
+
 // `dpkit train MODEL --nproc=N ...`: N ranks of the training binary on this machine.
 int LaunchRanks(const std::string& binary, int argc, char** argv, int nproc) {
   std::vector<std::string> args{binary};
@@ -211,11 +250,13 @@ int LaunchRanks(const std::string& binary, int argc, char** argv, int nproc) {
   g_children = &children;
   signal(SIGINT, ForwardSignal);
   signal(SIGTERM, ForwardSignal);
+  RankErrors errors;
   std::fflush(nullptr);
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
       setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("DPKIT_ERROR_FILE", errors.FileOf(rank).c_str(), 1);
       execv(binary.c_str(), exec_args.data());
       std::fprintf(stderr, "dpkit train: cannot run %s: %s\n", binary.c_str(),
                    std::strerror(errno));
@@ -225,11 +266,14 @@ int LaunchRanks(const std::string& binary, int argc, char** argv, int nproc) {
       std::fprintf(stderr, "dpkit train: cannot start rank %d: %s\n", rank, std::strerror(errno));
       ForwardSignal(SIGKILL);
       WaitForRanks(children);
+      errors.PrintAndRemove(nproc);
       return kExitFailure;
     }
     children[static_cast<size_t>(rank)] = pid;
   }
-  return WaitForRanks(children);
+  const int exit_code = WaitForRanks(children);
+  errors.PrintAndRemove(nproc);
+  return exit_code;
 }
 
 int ExecTrain(int argc, char** argv) {

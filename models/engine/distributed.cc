@@ -313,15 +313,32 @@ absl::StatusOr<std::unique_ptr<DistributedDpStep>> DistributedDpStep::Create(
       group, model, dp, std::move(rank_zero_listener), checksum_every));
   DistributedDpStep* self = step.get();
   // Called by dp.Step() after the local noise (rank 0) and the division by B, before the
-  // update: rank 0 accounts the step, then every rank sums the ranks' gradients.
+  // update. The commit protocol of distributed.h (steps 4 to 6): every rank sums the
+  // ranks' gradients; rank 0 then accounts the step (the ledger line, durably) and
+  // broadcasts whether it did; a rank applies the update only on rank 0's word, and rank
+  // 0 applies every step it accounted (when its broadcast fails, after the update).
   dp.SetStepListener([self](const accounting::SamplingRecord& record) -> absl::Status {
-    if (self->group_.rank() == 0 && self->rank_zero_listener_) {
-      absl::Status heard = self->rank_zero_listener_(record);
-      if (!heard.ok()) return heard;
-    }
     std::vector<torch::Tensor> grads;
     for (const torch::Tensor& p : self->TrainableParameters()) grads.push_back(p.grad());
-    return self->group_.AllReduceSum(grads, self->current_step_);
+    absl::Status summed = self->group_.AllReduceSum(grads, self->current_step_);
+    if (!summed.ok()) return summed;  // Not accounted, applied by no rank.
+    const bool rank_zero = self->group_.rank() == 0;
+    absl::Status accounted = absl::OkStatus();
+    if (rank_zero && self->rank_zero_listener_) accounted = self->rank_zero_listener_(record);
+    std::vector<torch::Tensor> commit{torch::tensor({accounted.ok() ? 1 : 0}, torch::kLong)};
+    absl::Status told = self->group_.Broadcast(commit, self->current_step_);
+    if (rank_zero) {
+      if (!accounted.ok()) return accounted;
+      self->after_update_ = told;  // The line is durable: apply the update, then stop.
+      return absl::OkStatus();
+    }
+    if (!told.ok()) return told;
+    if (commit[0].item<int64_t>() != 1) {
+      return absl::UnavailableError(absl::StrCat(
+          "distributed training stopped at step ", self->current_step_,
+          ": rank 0 could not append the step to the ledger; the update is not applied"));
+    }
+    return absl::OkStatus();
   });
   return step;
 }
@@ -354,8 +371,10 @@ absl::Status DistributedDpStep::SynchronizeParameters(int64_t step) {
 
 absl::StatusOr<optim::DpStepResult> DistributedDpStep::Step(int64_t step) {
   current_step_ = step;
+  after_update_ = absl::OkStatus();
   absl::StatusOr<optim::DpStepResult> result = dp_.Step(step);
   if (!result.ok()) return result;
+  if (!after_update_.ok()) return after_update_;  // Applied and accounted; then stopped.
   if ((step + 1) % checksum_every_ == 0) {
     absl::Status same = group_.CheckIdentical(TrainableParameters(), step);
     if (!same.ok()) return same;

@@ -15,9 +15,7 @@
 //      generator (its DpOptimizer has draw_noise = true, every other rank's false) and adds
 //      it to S_0; every rank divides by the global expected batch size B = q n
 //      (DpOptimizer's fixed denominator), giving g_r = (S_r + [r = 0] z) / B;
-//   4. rank 0 appends the step's sampling record (q, the noise plan's {Delta, sigma Delta})
-//      to the ledger (durably: fsync) BEFORE it enters the all-reduce;
-//   5. all-reduce (sum) of the g_r: by linearity every rank holds
+//   4. all-reduce (sum) of the g_r: by linearity every rank holds
 //        sum_r g_r = (sum_r S_r + z) / B = (S + z) / B,
 //      the single-process update of Abadi et al. 2016, Alg. 1 for the union sample, with one
 //      draw z of the full standard deviation sigma Delta: the released sum is the Gaussian
@@ -25,8 +23,20 @@
 //      the same q, sigma and steps. (The alternative, independent N(0, sigma^2 Delta^2 / N)
 //      on every rank, sums to the same law, but needs every rank's generator to be trusted
 //      and its noise differs from a one-process run's; drawing once keeps runs comparable.)
-//      No rank can complete the all-reduce before rank 0 has entered it, so no rank applies
-//      an update whose ledger line is not durable;
+//   5. commit: rank 0 appends the step's sampling record (q, the noise plan's {Delta,
+//      sigma Delta}) to the ledger, durably (fsync), and broadcasts whether it did (8
+//      bytes); a rank applies the update only when the broadcast says so, and rank 0
+//      applies every update it appended, even when its broadcast then fails (it stops
+//      after the update). So no rank applies an update whose ledger line is not durable,
+//      and the ledger holds exactly the updates rank 0 applied (rank 0's state is the one
+//      that is saved): a failed all-reduce is neither accounted nor applied by any rank; a
+//      failed append is applied by no rank; a failed broadcast is accounted and applied
+//      by rank 0, and by the ranks that received it. (Between the all-reduce and the
+//      append the noised sum exists only in the ranks' memory, inside the trust boundary
+//      that already sees each rank's un-noised clipped sum S_r during the all-reduce, as
+//      in Opacus' DPDDP; it is released only through an applied update, so only an
+//      applied update must be counted.) As for one process, a kill -9 after the append
+//      and before the update leaves the one accounted, unapplied step (safe);
 //   6. every rank applies the identical update (the all-reduce result is bit-identical on
 //      every rank, so are the parameters); every k steps a checksum all-gather of the
 //      parameters' bytes checks it (a mismatch is a one-line error naming the ranks).
@@ -36,8 +46,8 @@
 // connection is reset; a peer hung: the timeout passes) reports it in the rendezvous store
 // and waits a short grace period for the other ranks' reports; the ranks that did not
 // report are named in the one-line error ("rank 1 did not answer"); when the store itself
-// is gone, rank 0 (its host) failed. The ledger then holds every applied step, plus at most
-// the one step rank 0 accounted before the all-reduce that failed (over-counting is safe).
+// is gone, rank 0 (its host) failed. The ledger then holds exactly the steps rank 0
+// applied (step 5).
 #ifndef DPKIT_MODELS_ENGINE_DISTRIBUTED_H_
 #define DPKIT_MODELS_ENGINE_DISTRIBUTED_H_
 
@@ -115,8 +125,9 @@ class DistributedGroup {
 class DistributedDpStep {
  public:
   // `dp` must not draw noise on ranks other than 0 and must draw it on rank 0.
-  // `rank_zero_listener` (the ledger append) runs on rank 0 before the all-reduce; an error
-  // there stops rank 0 before the all-reduce, so no rank applies that update.
+  // `rank_zero_listener` (the ledger append) runs on rank 0 after the all-reduce and
+  // before the commit broadcast (step 5); an error there is broadcast, and no rank applies
+  // that update.
   static absl::StatusOr<std::unique_ptr<DistributedDpStep>> Create(
       DistributedGroup& group, torch::nn::Module& model, optim::DpOptimizer& dp,
       optim::DpStepListener rank_zero_listener, int64_t checksum_every);
@@ -125,8 +136,8 @@ class DistributedDpStep {
   // that every rank starts at rank 0's `step`.
   absl::Status SynchronizeParameters(int64_t step);
 
-  // dp.Step(step) with the all-reduce before the update; then, every checksum_every steps,
-  // the parameter check.
+  // dp.Step(step) with the all-reduce and the commit before the update; then, every
+  // checksum_every steps, the parameter check.
   absl::StatusOr<optim::DpStepResult> Step(int64_t step);
 
   DistributedGroup& group() { return group_; }
@@ -143,6 +154,8 @@ class DistributedDpStep {
   optim::DpStepListener rank_zero_listener_;
   int64_t checksum_every_;
   int64_t current_step_ = 0;
+  // Rank 0: the commit broadcast's error, returned after the (accounted) update.
+  absl::Status after_update_;
 };
 
 }  // namespace dpkit::models

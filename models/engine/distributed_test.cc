@@ -321,5 +321,61 @@ TEST(DistributedTest, DeadOrHungRankIsNamedWithinTheTimeout) {
   }
 }
 
+// Issue 17: after a failed collective the ledger holds exactly the steps rank 0 applied
+// (distributed.h, step 5: rank 0 accounts a step after its all-reduce succeeded and applies
+// every step it accounted). Rank 1 dies before step 2; rank 0's step 2 fails. Before the
+// commit protocol rank 0 had appended step 2's line before the all-reduce: 3 lines, 2 updates.
+TEST(DistributedTest, LedgerHoldsExactlyTheAppliedStepsAfterAFailedCollective) {
+  const int port = base::FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string out = TempPath("exact.txt");
+  const std::vector<int> codes = RunTwoRanks([&](int rank) {
+    auto group = DistributedGroup::Connect(Settings(rank, port, /*timeout_seconds=*/2),
+                                           torch::Device(torch::kCPU));
+    if (!group.ok()) return 3;
+    auto [x, y] = Data();
+    torch::manual_seed(3);
+    Net net(6, 4, 3);
+    auto dp = optim::DpOptimizer::Create(
+        net, *optim::MakeTorchOptimizer("sgd", net.parameters(), 0.3), StepOptions(rank == 0),
+        std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(5));
+    if (!dp.ok()) return 4;
+    int64_t lines = 0;
+    auto step = DistributedDpStep::Create(
+        **group, net, **dp,
+        [&lines](const accounting::SamplingRecord&) {
+          ++lines;
+          return absl::OkStatus();
+        },
+        /*checksum_every=*/1000);
+    if (!step.ok() || !(*step)->SynchronizeParameters(0).ok()) return 5;
+    auto flat = [&net] {
+      std::vector<torch::Tensor> parts;
+      for (const torch::Tensor& p : net.parameters()) parts.push_back(p.detach().flatten());
+      return torch::cat(parts).clone();
+    };
+    int64_t applied = 0;
+    bool failed = false;
+    for (int64_t t = 0; t < 4 && !failed; ++t) {
+      if (rank == 1 && t == 2) raise(SIGKILL);
+      torch::nn::functional::cross_entropy(
+          net.forward(x), y,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+          .backward();
+      if (!(*dp)->AccumulatePhysicalBatch().ok()) return 6;
+      const torch::Tensor before = flat();
+      failed = !(*step)->Step(t).ok();
+      if (!torch::equal(before, flat())) ++applied;
+    }
+    WriteText(out, std::to_string(lines) + " " + std::to_string(applied) + " " +
+                       std::to_string(failed ? 1 : 0));
+    return 0;
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], -SIGKILL);
+  // "lines applied failed" of rank 0.
+  EXPECT_EQ(ReadText(out), "2 2 1");
+}
+
 }  // namespace
 }  // namespace dpkit::models

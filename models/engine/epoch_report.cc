@@ -73,8 +73,14 @@ absl::Status EpochReport::Report(int64_t step, const nlohmann::json& metrics,
     if (!eps.ok()) return eps.status();
     epsilon = *std::move(eps);
   }
-  const double epoch = static_cast<double>(step) / static_cast<double>(plan_.steps_per_epoch);
-  nlohmann::json line = {{"epoch", epoch}, {"step", step}, {"total_steps", plan_.total_steps}};
+  // "epoch": the epoch number of EpochLabel (a last epoch cut short still counts whole);
+  // "epochs_completed": the fraction of the data seen so far, in epochs.
+  const double completed =
+      static_cast<double>(step) / static_cast<double>(plan_.steps_per_epoch);
+  nlohmann::json line = {{"epoch", CeilDiv(step, plan_.steps_per_epoch)},
+                         {"epochs_completed", completed},
+                         {"step", step},
+                         {"total_steps", plan_.total_steps}};
   for (const auto& [key, value] : metrics.items()) line[key] = value;
   line["epsilon"] = epsilon;
   line["delta"] = plan_.privacy.delta;

@@ -1,6 +1,8 @@
 // The per-epoch report of the training engine: one JSON object per epoch (printed with
 // --format=json, appended to metrics.jsonl) and one text line otherwise:
-//   {"epoch" (steps / steps per epoch), "step", "total_steps", "train_loss",
+//   {"epoch" (an integer, the E of EpochLabel), "epochs_completed" (steps / steps per
+//    epoch, a fraction when --max_steps or the schedule cuts an epoch short), "step",
+//    "total_steps", "train_loss",
 //    [task metrics, e.g. "train_accuracy", "test_accuracy"],
 //    "epsilon" (the object of `dpkit epsilon`, computed FROM THE LEDGER FILE; null when no
 //    ledger is written), "delta", "noise_multiplier", "sampling_rate", "sampler",

@@ -182,8 +182,8 @@ class TorchDpTask : public TrainingTask {
       dp_->SetStepListener(std::move(append));
       return absl::OkStatus();
     }
-    // Several processes: rank 0 appends before the all-reduce that every rank's update
-    // waits for (engine/distributed.h).
+    // Several processes: rank 0 appends after the all-reduce and before the commit that
+    // every rank's update waits for (engine/distributed.h, step 5).
     absl::StatusOr<std::unique_ptr<DistributedGroup>> group =
         DistributedGroup::Connect(distributed_, device_);
     if (!group.ok()) return group.status();

@@ -61,7 +61,9 @@ TEST(AdultTrainerTest, LearnsAndWritesAnAccountedLedgerWithJsonLines) {
     ASSERT_TRUE(std::getline(lines, line));
     const nlohmann::json printed = nlohmann::json::parse(line);
     EXPECT_EQ(printed, metrics[i]);
-    EXPECT_DOUBLE_EQ(printed.at("epoch").get<double>(), static_cast<double>(i + 1));
+    EXPECT_TRUE(printed.at("epoch").is_number_integer()) << line;
+    EXPECT_EQ(printed.at("epoch").get<int64_t>(), static_cast<int64_t>(i + 1));
+    EXPECT_DOUBLE_EQ(printed.at("epochs_completed").get<double>(), static_cast<double>(i + 1));
     EXPECT_TRUE(printed.at("test_accuracy").is_number());
     EXPECT_TRUE(printed.at("epsilon").at("rdp").at("epsilon").is_number());
     EXPECT_TRUE(printed.at("epsilon").at("gdp").at("approximate").get<bool>());

@@ -12,6 +12,12 @@ to it with raw sockets, so that malformed requests reach it unchanged.
          connections; every request is answered, the whole run takes under 40 s, the
          server's memory stays under 128 MB (it streams files), the stalled clients are
          dropped, and it still serves afterwards.
+  slow:  190 slow-loris clients that trickle their request head a byte every 0.3 s (40
+         from 127.0.0.1, the normal requests' address, and 150 from 127.0.0.2) while 300
+         requests at 20 in parallel are each answered within 2 s; the server closes the
+         127.0.0.2 clients above its per-client cap at once and every trickling client
+         within its header deadline (5 s) although it keeps sending; it still serves
+         afterwards.
 Prints 'N passed, N failed' and exits non-zero on any failure.
 """
 
@@ -23,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BIG_BYTES = 8 * 1024 * 1024
@@ -242,6 +249,125 @@ def test_load(dpkit, base):
         server.stop()
 
 
+# serve_gate.h's limits: a request head within 5 s; at most 64 connections per address.
+HEADER_DEADLINE_SECONDS = 5.0
+MAX_PER_CLIENT = 64
+
+
+class Trickler:
+    """Slow-loris clients: each sends half a request head, then one byte every 0.3 s
+    until the server closes it; records when the server closed each one (seconds after
+    its connection was made)."""
+
+    def __init__(self, port, sources):
+        self.sockets = []
+        self.connected = []  # when each connection was made (monotonic seconds)
+        for source in sources:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((source, 0))
+            s.connect(("127.0.0.1", port))
+            self.connected.append(time.monotonic())
+            s.sendall(b"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            self.sockets.append(s)
+        self.started = time.monotonic()
+        self.closed_at = [None] * len(self.sockets)
+        self.stopping = False
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.stopping and None in self.closed_at:
+            for i, s in enumerate(self.sockets):
+                if self.closed_at[i] is not None:
+                    continue
+                try:
+                    # Data (a 408 or 503) or end of file: the server has closed it.
+                    if s.recv(4096, socket.MSG_DONTWAIT | socket.MSG_PEEK) is not None:
+                        self.closed_at[i] = time.monotonic() - self.connected[i]
+                        continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.closed_at[i] = time.monotonic() - self.connected[i]
+                    continue
+                try:
+                    s.send(b"x")
+                except OSError:
+                    self.closed_at[i] = time.monotonic() - self.connected[i]
+            time.sleep(0.3)
+
+    def closed(self, first=0, last=None):
+        return sum(1 for t in self.closed_at[first:last] if t is not None)
+
+    def stop(self):
+        self.stopping = True
+        self.thread.join()
+        for s in self.sockets:
+            s.close()
+
+
+def test_slow_clients(dpkit, base):
+    folder = make_folder(base)
+    server = Server(dpkit, folder)
+    trickler = None
+    try:
+        port = server.port
+        fds_before = server.open_fds()
+        # 40 clients on the normal requests' address (more than the 32 workers, fewer than
+        # the per-client cap with 20 requests in flight) and 150 on another (above the cap).
+        trickler = Trickler(port, ["127.0.0.1"] * 40 + ["127.0.0.2"] * 150)
+        print("slow clients: 190 connected in %.1f s" %
+              (trickler.started - trickler.connected[0]), flush=True)
+        time.sleep(1.0)  # Every trickling client has sent a few more bytes.
+        early = [t for t in trickler.closed_at[40:] if t is not None and t < 1.0]
+        check(len(early) >= 150 - MAX_PER_CLIENT,
+              "the server closed %d of the 150 clients of 127.0.0.2 within 1 s (cap %d)" %
+              (len(early), MAX_PER_CLIENT))
+        check(trickler.closed(0, 40) == 0 or
+              min(t for t in trickler.closed_at[:40] if t is not None) >= HEADER_DEADLINE_SECONDS,
+              "no client of 127.0.0.1 closed before its header deadline: %r" %
+              trickler.closed_at[:40])
+
+        def one(_):
+            started = time.monotonic()
+            status, body, _ = exchange(
+                port, ("GET /index.html HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close"
+                       "\r\n\r\n" % port).encode(), timeout=10)
+            return status == 200 and body == b"<p>calculator</p>\n", time.monotonic() - started
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+            answers = list(pool.map(one, range(300)))
+        slowest = max(seconds for _, seconds in answers)
+        print("slow clients: %d/300 answered beside 190 trickling clients, slowest %.2f s; "
+              "threads %d" % (sum(ok for ok, _ in answers), slowest,
+                              server.status_field("Threads")), flush=True)
+        check(all(ok for ok, _ in answers), "all 300 requests answered beside slow clients")
+        check(slowest < 2.0, "slowest request beside slow clients took %.2f s" % slowest)
+        # The trickling clients keep sending; the header deadline closes them all.
+        deadline = trickler.started + HEADER_DEADLINE_SECONDS + 3
+        while trickler.closed() < 190 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        late = [t for t in trickler.closed_at if t is None or t > HEADER_DEADLINE_SECONDS + 2]
+        check(not late, "every trickling client closed within %.0f s of its start (%d not)" %
+              (HEADER_DEADLINE_SECONDS + 2, len(late)))
+        trickler.stop()
+        trickler = None
+        deadline = time.monotonic() + 10
+        while server.open_fds() > fds_before + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(server.open_fds() <= fds_before + 2,
+              "slow connections released (%d fds open, %d before)" %
+              (server.open_fds(), fds_before))
+        started = time.monotonic()
+        status, _, _ = get(port, "/")
+        check(status == 200 and time.monotonic() - started < 1, "still serves after slow clients")
+        check(server.process.poll() is None, "the server is still running")
+    finally:
+        if trickler is not None:
+            trickler.stop()
+        server.stop()
+
+
 def main():
     dpkit = sys.argv[1]
     only = next((a.split("=", 1)[1] for a in sys.argv[2:] if a.startswith("--only=")), "")
@@ -250,6 +376,8 @@ def main():
             test_files(dpkit, os.path.join(base, "files"))
         if only in ("", "load"):
             test_load(dpkit, os.path.join(base, "load"))
+        if only in ("", "slow"):
+            test_slow_clients(dpkit, os.path.join(base, "slow"))
     print("%d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
     return 1 if RESULTS["failed"] else 0
 

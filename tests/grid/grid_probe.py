@@ -2,6 +2,12 @@
 q x sigma x T x delta grid, checking what every certified bound promises.
 
 Usage: grid_probe.py --dpkit PATH [--grid=ci|full] [--jobs=N] [--cpu_limit=30] [--report=FILE]
+                     [--shuffle=SEED] [--skip=FILE] [--wall_factor=10] [--points=q,s,T,d;...]
+
+--report appends one JSON line per point as it finishes (a run stopped early keeps what it
+measured); --skip reads such a report and leaves out its points (to continue a stopped run);
+--shuffle runs the points in a seeded random order (a run stopped early then covers every
+axis instead of the first values of q).
 
 Per point:
   - the command exits 0, or 2 with a one-line message (an input refused at parse time);
@@ -28,6 +34,7 @@ import itertools
 import json
 import math
 import os
+import random
 import resource
 import signal
 import subprocess
@@ -118,8 +125,9 @@ def reject_constant(name):
     raise ValueError("non-finite number %s in JSON" % name)
 
 
-def run_all(dpkit, points, jobs, cpu_limit):
-    """Runs every point; measures each child's CPU time with wait4 (RUSAGE of that pid)."""
+def run_all(dpkit, points, jobs, cpu_limit, report=None, wall_factor=10):
+    """Runs every point; measures each child's CPU time with wait4 (RUSAGE of that pid).
+    Appends each result to `report` (an open file) as it finishes."""
     results = []
 
     def one(point):
@@ -138,9 +146,10 @@ def run_all(dpkit, points, jobs, cpu_limit):
             os.execv(dpkit, args)
         os.close(write_out)
         os.close(write_err)
-        # A point that blocks without using CPU is killed after 10x the limit of wall time
-        # (a shared machine can be that much slower than its CPU time).
-        killer = threading.Timer(10 * cpu_limit, os.kill, (pid, signal.SIGKILL))
+        # A point that blocks without using CPU is killed after wall_factor (10) times the
+        # limit of wall time (a shared machine can be that much slower than its CPU time;
+        # under a heavier load, rerun such a point with a larger --wall_factor).
+        killer = threading.Timer(wall_factor * cpu_limit, os.kill, (pid, signal.SIGKILL))
         killer.start()
         with os.fdopen(read_out, "rb") as out_file, os.fdopen(read_err, "rb") as err_file:
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as reader:
@@ -158,7 +167,17 @@ def run_all(dpkit, points, jobs, cpu_limit):
             results.append(result)
             print("%s: exit %d, %.1f s CPU, %.1f s wall" %
                   (name(result["point"]), result["rc"], result["cpu"], result["wall"]), flush=True)
+            if report is not None:
+                report.write(json.dumps(report_line(result)) + "\n")
+                report.flush()
     return results
+
+
+def report_line(result):
+    """One report line: the point, its exit code, CPU and wall seconds, its certified
+    (lower, headline) bounds, stderr, and the JSON output (to re-check a continued run)."""
+    return {"point": result["point"], "rc": result["rc"], "cpu": result["cpu"],
+            "wall": result["wall"], "err": result["err"].strip(), "out": result["out"]}
 
 
 def name(point):
@@ -260,6 +279,10 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--cpu_limit", type=int, default=30)
     parser.add_argument("--report", default="")
+    parser.add_argument("--shuffle", type=int, default=None)
+    parser.add_argument("--skip", default="")
+    parser.add_argument("--wall_factor", type=float, default=10)
+    parser.add_argument("--points", default="", help="q,sigma,T,delta;... instead of a grid")
     args = parser.parse_args()
     grid = GRIDS[args.grid]
     shards = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
@@ -269,22 +292,33 @@ def main():
     qs = grid["q"][index::shards]
     points = list(itertools.product(qs, grid["sigma"], grid["steps"], grid["delta"]))
     points += [p for p in grid.get("extra", []) if p[0] in qs]
+    earlier = []
+    if args.skip:
+        with open(args.skip) as f:
+            earlier = [json.loads(line) for line in f if line.strip()]
+        for r in earlier:
+            r["point"] = tuple(r["point"])
+        done = {r["point"] for r in earlier}
+        points = [p for p in points if p not in done]
+    if args.shuffle is not None:
+        random.Random(args.shuffle).shuffle(points)
     started = time.monotonic()
-    results = run_all(args.dpkit, points, args.jobs, args.cpu_limit)
+    report = open(args.report, "a") if args.report else None
+    if args.points:
+        points = [tuple(float(v) if i != 2 else int(v) for i, v in enumerate(p.split(",")))
+                  for p in args.points.split(";")]
+    results = run_all(args.dpkit, points, args.jobs, args.cpu_limit, report, args.wall_factor)
+    results += earlier
     for result in results:
         check_point(result, args.cpu_limit)
     check_monotone(results)
     slowest = max(results, key=lambda r: r["cpu"]) if results else None
     print("grid %s, q in %s: %d points in %.1f s; slowest %s: %.1f s CPU, %.1f s wall" %
-          (args.grid, qs, len(points), time.monotonic() - started,
+          ("(--points)" if args.points else args.grid, qs, len(points), time.monotonic() - started,
            name(slowest["point"]) if slowest else "-", slowest["cpu"] if slowest else 0,
            slowest["wall"] if slowest else 0), flush=True)
-    if args.report:
-        with open(args.report, "w") as f:
-            for r in results:
-                f.write(json.dumps({"point": r["point"], "rc": r["rc"], "cpu": r["cpu"],
-                                    "wall": r["wall"], "bounds": bounds_of(r),
-                                    "err": r["err"].strip()}) + "\n")
+    if report is not None:
+        report.close()
     print("%d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
     return 1 if RESULTS["failed"] else 0
 

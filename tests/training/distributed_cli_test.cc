@@ -83,6 +83,12 @@ TEST(DistributedCliTest, RefusesBadProcessCountsAndSingleProcessOnlyOptions) {
   EXPECT_NE(micro.exit_code, 0);
   EXPECT_NE(micro.err.find("need --sampler=poisson and --microbatch_size=1"), std::string::npos)
       << micro.err;
+  // Every rank refuses the same input: the refusal is printed once, not once per rank.
+  EXPECT_EQ(Lines(micro.err).size(), 1u) << micro.err;
+  CliRun flag = Dpkit("train mnist --nproc=3 --learning_rate=fast --data_dir=" + data);
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("--learning_rate"), std::string::npos) << flag.err;
+  EXPECT_EQ(Lines(flag.err).size(), 1u) << flag.err;
   CliRun rank = Dpkit("train mnist --rank=2 --world_size=2 --data_dir=" + data);
   EXPECT_EQ(rank.exit_code, 2);
   EXPECT_NE(rank.err.find("0 <= rank < world_size"), std::string::npos) << rank.err;

@@ -103,7 +103,10 @@ TEST(TrainE2eTest, TrainsWritesLedgerMetricsCheckpointAndResumes) {
   std::vector<std::string> lines = Lines(first.out);
   ASSERT_EQ(lines.size(), 1u) << first.out;  // max_steps stops mid-epoch: one final record
   json epoch = json::parse(lines[0]);
-  EXPECT_DOUBLE_EQ(epoch["epoch"].get<double>(), 6.0 / 8.0);
+  // "epoch" is the integer epoch number (the E of "epoch E/N"); the fraction is separate.
+  EXPECT_TRUE(epoch["epoch"].is_number_integer()) << lines[0];
+  EXPECT_EQ(epoch["epoch"].get<int64_t>(), 1);
+  EXPECT_DOUBLE_EQ(epoch["epochs_completed"].get<double>(), 6.0 / 8.0);
   double accuracy = epoch["test_accuracy"].get<double>();
   EXPECT_GE(accuracy, 0.0);
   EXPECT_LE(accuracy, 1.0);
@@ -124,7 +127,9 @@ TEST(TrainE2eTest, TrainsWritesLedgerMetricsCheckpointAndResumes) {
   EXPECT_EQ(Lines(ReadFile(out + "/ledger.jsonl")).size(), 8u);
   EXPECT_EQ(Lines(ReadFile(out + "/metrics.jsonl")).size(), 2u);
   json last = json::parse(Lines(second.out).back());
-  EXPECT_DOUBLE_EQ(last["epoch"].get<double>(), 1.0);
+  EXPECT_TRUE(last["epoch"].is_number_integer());
+  EXPECT_EQ(last["epoch"].get<int64_t>(), 1);
+  EXPECT_DOUBLE_EQ(last["epochs_completed"].get<double>(), 1.0);
   EXPECT_GT(last["epsilon"]["rdp"]["epsilon"].get<double>(), eps1);
   // The ledger alone gives the same epsilon through `dpkit ledger`: the same certified PLD
   // bound and the same RDP bound (both use the optimal conversion, Asoodeh et al. 2021),

@@ -218,11 +218,42 @@ def main_job_shape(text):
     return re.fullmatch(pattern, text) is not None
 
 
+DISTRIBUTED_JSON = "out/distributed_benchmark.json"
+DISTRIBUTED = ("`//benchmarks:distributed_benchmark` ({stamp} from its `--benchmark_format=json` "
+               "output `{path}`: {date}, {cores} cores, load average {load}), MNIST CNN DP-SGD "
+               "steps of batch 256, mean of {steps} steps after 3 untimed ones: 1 process × 2 "
+               "threads {one} ms per step, 2 processes × 1 thread {two} ms per step (efficiency "
+               "{efficiency}); {bytes} bytes all-reduced per rank per step")
+
+
+def distributed_benchmark(dpkit, root):
+    """From the JSON that `distributed_benchmark --benchmark_format=json
+    --benchmark_out=out/distributed_benchmark.json` writes (run it on an idle machine)."""
+    with open(os.path.join(root, DISTRIBUTED_JSON)) as fh:
+        run = json.load(fh)
+    rows = {b["name"].split("/")[0]: b for b in run["benchmarks"]}
+    one, two = rows["BM_OneProcessTwoThreads"], rows["BM_TwoProcessesOneThread"]
+    return DISTRIBUTED.format(
+        stamp=STAMP, path=DISTRIBUTED_JSON, date=run["context"]["date"][:16],
+        cores=run["context"]["num_cpus"], load="%.1f" % run["context"]["load_avg"][0],
+        steps=two["iterations"], one="%.1f" % one["real_time"], two="%.1f" % two["real_time"],
+        efficiency="%.2f" % two["efficiency"],
+        bytes="{:,}".format(int(two["all_reduce_bytes_per_step"])))
+
+
+def distributed_benchmark_shape(text):
+    pattern = re.escape(DISTRIBUTED)
+    for field in re.findall(r"\{(\w+)\}", DISTRIBUTED):
+        pattern = pattern.replace(re.escape("{%s}" % field), r".+?", 1)
+    return re.fullmatch(pattern, text) is not None
+
+
 DETERMINISTIC = {"table1": table1, "table1_row2": table1_row2,
                  "gdp_experiments": gdp_experiments}
 MEASURED = {"accounting_timings": (lambda dpkit, root: accounting_timings(dpkit),
                                    accounting_timings_shape),
-            "main_job": (main_job, main_job_shape)}
+            "main_job": (main_job, main_job_shape),
+            "distributed_benchmark": (distributed_benchmark, distributed_benchmark_shape)}
 
 
 def process(text, dpkit, root, write, only=None):
