@@ -196,6 +196,19 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
   if (auto* g = dynamic_cast<torch::nn::GroupNormImpl*>(&m)) return ReplaceGroupNorm(*g);
   if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(path, *r);
   if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(path, *r);
+  if (dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m) != nullptr) {
+    // Its forward(query, key, value, ...) is not virtual and no container calls it through
+    // AnyModule, so a replacement could never be reached from the user's forward.
+    return Refuse(path, m,
+                  "cannot be swapped in place (its forward takes query, key and value and is "
+                  "called through its own type): write dpkit::optim::DpMultiheadAttention, which "
+                  "keeps its in_proj_weight / in_proj_bias layout");
+  }
+  if (dynamic_cast<torch::nn::Conv1dImpl*>(&m) != nullptr) {
+    return Refuse(path, m,
+                  "has no per-example gradient rule yet: use torch::nn::Conv2d with kernel "
+                  "(1, k) on inputs of height 1");
+  }
   return Refuse(path, m,
                 "has trainable parameters without a per-example gradient rule: use "
                 "torch::nn::Linear, Conv2d, Embedding, LayerNorm, GroupNorm, LSTM or GRU (or a "

@@ -208,6 +208,15 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   nn::Sequential vanilla_rnn(nn::RNN(3, 4));
   EXPECT_NE(ConvertError(*vanilla_rnn).find("module '0' (torch::nn::RNNImpl) has trainable"),
             std::string::npos);
+  nn::ModuleDict attention(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
+      {"attn", nn::MultiheadAttention(8, 2).ptr()}});
+  EXPECT_NE(ConvertError(*attention).find("module 'attn' (torch::nn::MultiheadAttention) "
+                                          "cannot be swapped in place"),
+            std::string::npos);
+  EXPECT_NE(ConvertError(*attention).find("DpMultiheadAttention"), std::string::npos);
+  nn::Sequential conv1d(nn::Conv1d(2, 2, 3));
+  EXPECT_NE(ConvertError(*conv1d).find("module '0' (torch::nn::Conv1d"), std::string::npos);
+  EXPECT_NE(ConvertError(*conv1d).find("has no per-example gradient rule yet"), std::string::npos);
   // Frozen parameters need no rule.
   nn::Sequential frozen(nn::Linear(3, 3), nn::PReLU());
   frozen[1]->as<nn::PReLUImpl>()->weight.set_requires_grad(false);
