@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -41,6 +42,15 @@ CliRun Dpkit(const std::string& args, const std::string& environment) {
   run.out = ReadFile(out);
   run.err = ReadFile(err);
   return run;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
 }
 
 int CountLines(const std::string& text) {

@@ -4,6 +4,7 @@
 #define DPKIT_TESTS_CLI_DPKIT_RUNNER_H_
 
 #include <string>
+#include <vector>
 
 namespace dpkit::testing {
 
@@ -25,6 +26,9 @@ std::string DpkitPath();
 // Runs `dpkit ARGS` (ARGS is shell text) and captures exit code, stdout and stderr.
 // `environment` ("NAME=value ...", shell text) is set for that run only.
 CliRun Dpkit(const std::string& args, const std::string& environment = "");
+
+// The non-empty lines of `text`, without their '\n'.
+std::vector<std::string> Lines(const std::string& text);
 
 // Number of '\n' in `text`.
 int CountLines(const std::string& text);

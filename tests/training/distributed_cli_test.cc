@@ -16,47 +16,19 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "dpkit/tests/cli/dpkit_runner.h"
 #include "dpkit/tests/training/training_testing.h"
 
 namespace {
 
 using nlohmann::json;
 using dpkit::training_testing::MakeMnistData;
+using dpkit::testing::CliRun;
+using dpkit::testing::Dpkit;
+using dpkit::testing::DpkitPath;
+using dpkit::testing::Lines;
+using dpkit::testing::ReadFile;
 using dpkit::training_testing::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
-
-std::string DpkitBinary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir != nullptr ? srcdir : ".") + "/" +
-         (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
-}
-
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-CliRun Dpkit(const std::string& args) {
-  const std::string out = TempDir() + "/stdout.txt", err = TempDir() + "/stderr.txt";
-  const int status = std::system((DpkitBinary() + " " + args + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-}
 
 TEST(DistributedCliTest, TwoProcessesWriteOneLedgerAndPrintTheSameEpsilon) {
   const std::string data = MakeMnistData("cli_data", 256, 20);
@@ -118,7 +90,7 @@ TEST(DistributedCliTest, KilledRankStopsTheRunWithOneLineNamingIt) {
         std::freopen(err.c_str(), "w", stderr) == nullptr) {
       _exit(3);
     }
-    const std::string binary = DpkitBinary(), data_flag = "--data_dir=" + data,
+    const std::string binary = DpkitPath(), data_flag = "--data_dir=" + data,
                       out_flag = "--output_dir=" + dir;
     execl(binary.c_str(), binary.c_str(), "train", "mnist", "--nproc=2", data_flag.c_str(),
           out_flag.c_str(), "--batch_size=16", "--epochs=40", "--test_subset=20",

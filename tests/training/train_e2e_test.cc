@@ -17,50 +17,17 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "dpkit/tests/cli/dpkit_runner.h"
 
 namespace {
 
 using nlohmann::json;
-
-struct CliRun {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
-
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::string DpkitBinary() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir != nullptr ? srcdir : ".") + "/" +
-         (workspace != nullptr ? workspace : "dpkit") + "/tools/dpkit";
-}
-
-CliRun Dpkit(const std::string& args) {
-  const std::string binary = DpkitBinary();
-  std::string out = TempDir() + "/stdout.txt", err = TempDir() + "/stderr.txt";
-  int status = std::system((binary + " " + args + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-}
+using dpkit::testing::CliRun;
+using dpkit::testing::Dpkit;
+using dpkit::testing::DpkitPath;
+using dpkit::testing::Lines;
+using dpkit::testing::ReadFile;
+using dpkit::testing::TempDir;
 
 void WriteIdx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims,
               const std::vector<uint8_t>& body) {
@@ -159,7 +126,7 @@ int64_t SampleLines(const std::string& ledger) {
 // `high` steps (a fresh run mid-way); returns whether it was killed (false: it exited).
 bool StartAndKillMidRun(const std::string& args, const std::string& ledger, int64_t low,
                         int64_t high) {
-  const std::string command = "exec " + DpkitBinary() + " " + args + " >/dev/null 2>&1";
+  const std::string command = "exec " + DpkitPath() + " " + args + " >/dev/null 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
