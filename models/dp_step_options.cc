@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dpkit/models/train_metrics.h"
 #include "dpkit/optim/torch/per_example_layers.h"
 
 ABSL_FLAG(std::string, clipping, "flat",
@@ -121,8 +122,11 @@ const char kShuffledNote[] =
     "epsilon)";
 
 std::vector<std::string> DpStepFlagNames() {
-  return {"clipping",  "clipping_groups", "clipping_scales", "microbatch_size",
-          "physical_batch_size", "sampler", "privacy_unit", "user_ids"};
+  std::vector<std::string> names = {"clipping",  "clipping_groups", "clipping_scales",
+                                    "microbatch_size", "physical_batch_size", "sampler",
+                                    "privacy_unit", "user_ids"};
+  for (std::string& name : TrainMetricsFlagNames()) names.push_back(std::move(name));
+  return names;
 }
 
 absl::StatusOr<DpStepOptions> ParseDpStepOptions(const TrainOptions& o, int64_t batch_size,

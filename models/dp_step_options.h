@@ -67,7 +67,8 @@ struct DpStepOptions {
   bool user_level() const { return privacy_unit == "user"; }
 };
 
-// The names above (no dashes), for TrainerInfo::flags.
+// The names above and the --train_metrics flags (models/train_metrics.h; not stored in a
+// checkpoint: every release is in the ledger), without dashes, for TrainerInfo::flags.
 std::vector<std::string> DpStepFlagNames();
 
 // Parses and range-checks the flags for a run of expected batch size `batch_size`.

@@ -222,7 +222,8 @@ absl::Status Train(Task kind, const TrainOptions& o) {
     torch::Tensor logits = forward(x);
     TorchLosses out;
     out.losses = F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kNone));
-    out.correct = logits.argmax(1).eq(y).sum().item<int64_t>();
+    out.correct_mask = logits.argmax(1).eq(y);
+    out.correct = out.correct_mask.sum().item<int64_t>();
     return out;
   };
   task.evaluate = [&](const torch::Device& device) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <variant>
@@ -111,41 +112,48 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
 
 namespace {
 
-// RDP epsilon (optimal conversion) of T fixed-size steps at noise multiplier sigma.
-absl::StatusOr<double> FixedSizeEpsilon(double sigma, double delta, int64_t population,
-                                        int64_t sample_size, int64_t steps) {
-  auto gaussian = accounting::Event::Gaussian(sigma / 2);
-  if (!gaussian.ok()) return FromResult("calibration", gaussian.error());
-  auto step = accounting::Event::SampledWithoutReplacement(population, sample_size, *gaussian);
-  if (!step.ok()) return FromResult("calibration", step.error());
-  auto run = accounting::Event::SelfComposed(*step, steps);
-  if (!run.ok()) return FromResult("calibration", run.error());
+// RDP epsilon (optimal conversion) of `event` at delta.
+absl::StatusOr<double> RdpEpsilonOf(const accounting::Event& event, double delta) {
   const std::vector<double> orders = accounting::DefaultRdpOrders();
-  auto rdp = accounting::ComputeRdp(*run, orders);
+  auto rdp = accounting::ComputeRdp(event, orders);
   if (!rdp.ok()) return FromResult("calibration", rdp.error());
   auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
   if (!eps.ok()) return FromResult("calibration", eps.error());
   return eps->epsilon;
 }
 
+// The event of T fixed-size steps at noise multiplier sigma.
+absl::StatusOr<accounting::Event> FixedSizeRun(double sigma, int64_t population,
+                                               int64_t sample_size, int64_t steps) {
+  auto gaussian = accounting::Event::Gaussian(sigma / 2);
+  if (!gaussian.ok()) return FromResult("calibration", gaussian.error());
+  auto step = accounting::Event::SampledWithoutReplacement(population, sample_size, *gaussian);
+  if (!step.ok()) return FromResult("calibration", step.error());
+  auto run = accounting::Event::SelfComposed(*step, steps);
+  if (!run.ok()) return FromResult("calibration", run.error());
+  return *run;
+}
+
 }  // namespace
 
-absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
-                                                            int64_t population,
-                                                            int64_t sample_size, int64_t steps) {
-  if (!(std::isfinite(target_epsilon) && target_epsilon > 0) || !(delta > 0 && delta < 1) ||
-      steps < 1) {
+absl::StatusOr<double> CalibrateRunNoiseMultiplierRdp(
+    double target_epsilon, double delta, double floor_sigma,
+    const std::function<absl::StatusOr<accounting::Event>(double sigma)>& run_event) {
+  if (!(std::isfinite(target_epsilon) && target_epsilon > 0) || !(delta > 0 && delta < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "calibration needs target_epsilon > 0, delta in (0, 1) and steps >= 1, got ",
-        target_epsilon, ", ", delta, ", ", steps));
+        "calibration needs target_epsilon > 0 and delta in (0, 1), got ", target_epsilon, ", ",
+        delta));
   }
+  const auto epsilon = [&](double sigma) -> absl::StatusOr<double> {
+    absl::StatusOr<accounting::Event> event = run_event(sigma);
+    if (!event.ok()) return event.status();
+    return RdpEpsilonOf(*event, delta);
+  };
   // Epsilon decreases in sigma: find hi meeting the target, then bisect in log space.
-  // The smallest sigma a ledger records is 2 kMinFileNoiseMultiplier (z = sigma / 2).
   constexpr double kMaxSigma = 1e6;
-  const double floor_sigma = 2 * accounting::kMinFileNoiseMultiplier;
   double hi = 1;
   for (;;) {
-    absl::StatusOr<double> eps = FixedSizeEpsilon(hi, delta, population, sample_size, steps);
+    absl::StatusOr<double> eps = epsilon(hi);
     if (!eps.ok()) return eps.status();
     if (*eps <= target_epsilon) break;
     if (hi >= kMaxSigma) {
@@ -156,11 +164,11 @@ absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilo
   }
   double lo = hi / 2;  // when hi > 1: the last sigma that missed the target
   if (hi == 1) {
-    // Search downwards for a sigma that misses the target, down to the ledger's floor.
+    // Search downwards for a sigma that misses the target, down to the floor.
     for (;;) {
       lo = std::max(hi / 2, floor_sigma);
       if (lo == hi) return hi;  // the floor meets the target
-      absl::StatusOr<double> eps = FixedSizeEpsilon(lo, delta, population, sample_size, steps);
+      absl::StatusOr<double> eps = epsilon(lo);
       if (!eps.ok()) return eps.status();
       if (*eps > target_epsilon) break;
       hi = lo;
@@ -169,11 +177,24 @@ absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilo
   // Invariant: eps(lo) > target >= eps(hi).
   while (hi / lo > 1.001) {
     const double mid = std::sqrt(lo * hi);
-    absl::StatusOr<double> eps = FixedSizeEpsilon(mid, delta, population, sample_size, steps);
+    absl::StatusOr<double> eps = epsilon(mid);
     if (!eps.ok()) return eps.status();
     (*eps <= target_epsilon ? hi : lo) = mid;
   }
   return hi;
+}
+
+absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
+                                                            int64_t population,
+                                                            int64_t sample_size, int64_t steps) {
+  if (steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration needs steps >= 1, got ", steps));
+  }
+  // The smallest sigma a ledger records is 2 kMinFileNoiseMultiplier (z = sigma / 2).
+  return CalibrateRunNoiseMultiplierRdp(
+      target_epsilon, delta, 2 * accounting::kMinFileNoiseMultiplier, [&](double sigma) {
+        return FixedSizeRun(sigma, population, sample_size, steps);
+      });
 }
 
 }  // namespace dpkit::models

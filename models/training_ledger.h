@@ -20,6 +20,7 @@
 #define DPKIT_MODELS_TRAINING_LEDGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -84,6 +85,15 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
 // is one whose epsilon was computed and meets the target, within 0.1 % of the smallest
 // such sigma found by the bisection. InvalidArgument when the target is unreachable below
 // sigma = 1e6 or an argument is out of range.
+// The noise multiplier sigma of a run whose whole event is `run_event(sigma)` (e.g. the
+// training steps composed with other releases that share the run's noise multiplier or
+// not): a sigma >= floor_sigma whose RDP epsilon (optimal conversion) is <= target at delta,
+// within 0.1 % of the smallest such sigma found by bisection in log(sigma) (epsilon is
+// nonincreasing in sigma). InvalidArgument when the target is unreachable below sigma = 1e6.
+absl::StatusOr<double> CalibrateRunNoiseMultiplierRdp(
+    double target_epsilon, double delta, double floor_sigma,
+    const std::function<absl::StatusOr<accounting::Event>(double sigma)>& run_event);
+
 absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
                                                             int64_t population,
                                                             int64_t sample_size, int64_t steps);

@@ -27,22 +27,26 @@ std::string ProgressLine(const ProgressState& state, int bar_width) {
     line = absl::StrCat("[", std::string(filled, '#'), std::string(bar_width - filled, '.'),
                         "] ");
   }
-  absl::StrAppendFormat(&line, "step %d/%d  loss %.4f", state.step, state.total, state.loss);
+  absl::StrAppendFormat(&line, "step %d/%d", state.step, state.total);
+  if (state.loss) absl::StrAppendFormat(&line, "  loss %.4f", *state.loss);
   if (state.accuracy) absl::StrAppendFormat(&line, "  train acc %.2f%%", 100.0 * *state.accuracy);
-  if (state.steps_per_second > 0) {
+  if (state.steps_per_second > 0 && state.examples_per_second > 0) {
     absl::StrAppendFormat(&line, "  %.0f ex/s (%.2f steps/s)", state.examples_per_second,
                           state.steps_per_second);
+  } else if (state.steps_per_second > 0) {
+    absl::StrAppendFormat(&line, "  %.2f steps/s", state.steps_per_second);
   }
   absl::StrAppend(&line, "  ETA ", FormatDuration(state.seconds_left));
   return line;
 }
 
 ProgressMeter::ProgressMeter(int64_t start_step, int64_t total_steps, bool terminal,
-                             std::FILE* out)
+                             std::FILE* out, bool training_data_figures)
     : start_step_(start_step),
       total_(total_steps),
       terminal_(terminal),
       out_(out),
+      training_data_figures_(training_data_figures),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
@@ -58,13 +62,17 @@ void ProgressMeter::Update(int64_t steps_done, int64_t examples, double loss,
   ProgressState state;
   state.step = steps_done;
   state.total = total_;
-  state.loss = loss;
-  state.accuracy = accuracy;
+  if (training_data_figures_) {
+    state.loss = loss;
+    state.accuracy = accuracy;
+  }
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const int64_t timed = steps_done - start_step_;
   if (elapsed > 0 && timed > 0) {
     state.steps_per_second = static_cast<double>(timed) / elapsed;
-    state.examples_per_second = static_cast<double>(examples_) / elapsed;
+    if (training_data_figures_) {
+      state.examples_per_second = static_cast<double>(examples_) / elapsed;
+    }
     state.seconds_left = static_cast<double>(total_ - steps_done) / state.steps_per_second;
   }
   if (terminal_) {

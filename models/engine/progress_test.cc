@@ -42,17 +42,19 @@ TEST(ProgressLineTest, UnknownRateShowsNoThroughput) {
   ProgressState state;
   state.step = 0;
   state.total = 10;
+  state.loss = 0;
   EXPECT_EQ(ProgressLine(state, 4), "[....] step 0/10  loss 0.0000  ETA ?");
   state.step = 10;
   EXPECT_EQ(ProgressLine(state, 4).substr(0, 6), "[####]");
 }
 
-std::string Draw(bool terminal, int64_t start, int64_t total, int64_t epoch) {
+std::string Draw(bool terminal, int64_t start, int64_t total, int64_t epoch,
+                 bool training_data_figures = true) {
   char* buffer = nullptr;
   size_t size = 0;
   std::FILE* out = open_memstream(&buffer, &size);
   {
-    ProgressMeter meter(start, total, terminal, out);
+    ProgressMeter meter(start, total, terminal, out, training_data_figures);
     for (int64_t s = start + 1; s <= total; ++s) meter.Update(s, 4, 1.0, 0.5, s % epoch == 0);
   }
   std::fclose(out);
@@ -75,6 +77,17 @@ TEST(ProgressMeterTest, PlainLinesEveryTwentyStepsAndAtEpochEnds) {
   EXPECT_EQ(Count(text, "\x1b"), 0);
   EXPECT_NE(text.find("step 45/45"), std::string::npos) << text;
   EXPECT_NE(text.find("ex/s"), std::string::npos) << text;
+}
+
+TEST(ProgressMeterTest, WithoutTrainingDataFiguresShowsNoLossAccuracyOrExamples) {
+  // --train_metrics=private or none: nothing computed from the training data without noise
+  // (the loss, the accuracy, the realised batch sizes behind ex/s) reaches the output.
+  const std::string text = Draw(false, 0, 45, 15, /*training_data_figures=*/false);
+  EXPECT_EQ(Count(text, "\n"), 5) << text;
+  EXPECT_EQ(Count(text, "loss"), 0) << text;
+  EXPECT_EQ(Count(text, "acc"), 0) << text;
+  EXPECT_EQ(Count(text, "ex/s"), 0) << text;
+  EXPECT_NE(text.find("steps/s"), std::string::npos) << text;
 }
 
 TEST(ProgressMeterTest, TerminalRedrawsInPlaceAndEndsEachEpochWithANewline) {

@@ -9,6 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "dpkit/accounting/event.h"
+#include "dpkit/models/train_metrics.h"
 #include "dpkit/models/training_ledger.h"
 #include "dpkit/optim/poisson_sampler.h"
 
@@ -112,6 +114,30 @@ absl::Status ResumedSettingsAgree(const TrainOptions& o, const PrivacySettings& 
   return absl::OkStatus();
 }
 
+// The number of epoch ends of a run (each releases the private training metrics once):
+// every full epoch, and a last partial one.
+int64_t EpochEnds(const RunPlan& plan) {
+  return plan.total_steps / plan.steps_per_epoch + (plan.total_steps % plan.steps_per_epoch != 0);
+}
+
+// sigma for --target_epsilon with --train_metrics=private: the T Poisson-sampled steps
+// composed with the planned releases (train_metrics.h) meet the target by RDP.
+absl::StatusOr<double> CalibrateWithTrainMetrics(double target_epsilon, const RunPlan& plan) {
+  absl::StatusOr<accounting::Event> release = TrainMetricsEvent(plan.metrics);
+  if (!release.ok()) return release.status();
+  auto releases = accounting::Event::SelfComposed(*release, EpochEnds(plan));
+  if (!releases.ok()) return absl::InvalidArgumentError(releases.error());
+  return CalibrateRunNoiseMultiplierRdp(
+      target_epsilon, plan.privacy.delta, accounting::kMinFileNoiseMultiplier,
+      [&](double sigma) -> absl::StatusOr<accounting::Event> {
+        auto steps = accounting::DpSgdEvent(plan.privacy.sampling_rate, sigma, plan.total_steps);
+        if (!steps.ok()) return absl::InvalidArgumentError(steps.error());
+        auto run = accounting::Event::Composed({*steps, *releases});
+        if (!run.ok()) return absl::InvalidArgumentError(run.error());
+        return *run;
+      });
+}
+
 }  // namespace
 
 absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, int64_t n,
@@ -164,6 +190,16 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
         Number(resumed->sampling_rate), " (", file,
         "): the training set changed (--train_subset or --data_dir)"));
   }
+  absl::StatusOr<TrainMetricsOptions> metrics = ParseTrainMetricsOptions(effective, p.sampling_rate);
+  if (!metrics.ok()) return metrics.status();
+  plan.metrics = *std::move(metrics);
+  if (plan.metrics.released_privately() &&
+      (plan.step.sampler != "poisson" || plan.step.user_level())) {
+    // The release is example-level and Poisson-sampled (add/remove adjacency): the ledger
+    // must not compose it with replace-one or user-level steps.
+    return absl::InvalidArgumentError(
+        "--train_metrics=private needs --sampler=poisson and --privacy_unit=example");
+  }
   plan.steps_per_epoch = sampler->steps_per_epoch();
   plan.epochs = o.epochs.value_or(d.epochs);
   plan.total_steps = sampler->TotalSteps(plan.epochs);
@@ -176,11 +212,14 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     if (d.noise_multiplier == 0) {
       return absl::InvalidArgumentError("--target_epsilon needs a private training algorithm");
     }
-    // Fixed-size steps: the replace-one event's RDP (models/training_ledger.h).
+    // Fixed-size steps: the replace-one event's RDP (models/training_ledger.h); private
+    // training metrics: the steps composed with every epoch's release.
     absl::StatusOr<double> calibrated =
         plan.step.fixed_size()
             ? CalibrateFixedSizeNoiseMultiplierRdp(*o.target_epsilon, p.delta, n, p.batch_size,
                                                    plan.total_steps)
+        : plan.metrics.released_privately()
+            ? CalibrateWithTrainMetrics(*o.target_epsilon, plan)
             : CalibrateNoiseMultiplierRdp(*o.target_epsilon, p.delta, p.sampling_rate,
                                           plan.total_steps);
     if (!calibrated.ok()) return calibrated.status();
@@ -207,6 +246,10 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     } else if (value != effective.extra_flags.end()) {
       p.flags[name] = value->second;
     }
+  }
+  if (plan.metrics.released_privately() && !plan.certified()) {
+    return absl::InvalidArgumentError(
+        "--train_metrics=private needs a private run (noise_multiplier > 0) with a ledger");
   }
   plan.learning_rate = o.learning_rate.value_or(d.learning_rate);
   plan.optimizer = o.optimizer.value_or(d.optimizer);

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "dpkit/models/dp_step_options.h"
+#include "dpkit/models/train_metrics.h"
 #include "dpkit/models/trainer_registry.h"
 #include "nlohmann/json.hpp"
 
@@ -45,6 +46,7 @@ struct RunPlan {
   PrivacySettings privacy;  // sigma, B, q, C, delta, privacy flags
   std::string sigma_source; // "flag" | "default" | "calibrated" | "checkpoint"
   DpStepOptions step;       // parsed privacy-step flags (clipping, microbatches, sampler)
+  TrainMetricsOptions metrics;  // --train_metrics (models/train_metrics.h)
   double learning_rate = 0;
   std::string optimizer;
   int64_t steps_per_epoch = 1;

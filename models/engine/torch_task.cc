@@ -1,5 +1,6 @@
 #include "dpkit/models/engine/torch_task.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -264,6 +265,48 @@ class TorchDpTask : public TrainingTask {
     return batch;
   }
 
+  bool ReleasesPrivateTrainMetrics() const override { return true; }
+
+  // --train_metrics=private (models/train_metrics.h): a fresh Poisson sample of the training
+  // set (secure generator), evaluated by the current model in eval mode without gradients,
+  // released by the nested query; its event reaches the ledger before the values return.
+  absl::StatusOr<TrainMetricsRelease> PrivateTrainMetrics(int64_t step,
+                                                          const TrainMetricsOptions& options,
+                                                          LedgerSink& ledger) override {
+    absl::StatusOr<std::vector<int64_t>> sample =
+        optim::PoissonSample(*sample_rng_, task_.train_size, options.sampling_rate);
+    if (!sample.ok()) return sample.status();
+    TrainMetricsSample values;
+    {
+      torch::NoGradGuard no_grad;
+      task_.model->eval();
+      const torch::Tensor index = torch::tensor(*sample, torch::kLong);
+      bool classifier = true;
+      for (int64_t first = 0; first < index.size(0); first += physical_batch_size_) {
+        const int64_t len = std::min<int64_t>(physical_batch_size_, index.size(0) - first);
+        TorchLosses losses = task_.losses(index.narrow(0, first, len), device_);
+        const torch::Tensor l = losses.losses.detach().to(torch::kCPU, torch::kDouble).contiguous();
+        values.losses.insert(values.losses.end(), l.data_ptr<double>(), l.data_ptr<double>() + len);
+        classifier = classifier && losses.correct_mask.defined();
+        if (classifier) {
+          const torch::Tensor c = losses.correct_mask.to(torch::kCPU, torch::kDouble).contiguous();
+          values.correct.insert(values.correct.end(), c.data_ptr<double>(),
+                                c.data_ptr<double>() + len);
+        }
+      }
+      if (!classifier || index.size(0) == 0) values.correct.clear();
+      task_.model->train();
+    }
+    if (!metrics_noise_) {
+      auto noise = mechanisms::SecureRandomGenerator::Create();
+      if (!noise.ok()) return noise.status();
+      metrics_noise_ = *std::move(noise);
+    }
+    return ReleaseTrainMetrics(
+        options, task_.train_size, values, step, *metrics_noise_,
+        [&ledger](const accounting::Event& event) { return ledger.AppendEvent(event); });
+  }
+
   absl::StatusOr<nlohmann::json> Evaluate() override {
     torch::NoGradGuard no_grad;
     task_.model->eval();
@@ -297,6 +340,7 @@ class TorchDpTask : public TrainingTask {
   TorchTask task_;
   torch::Device device_{torch::kCPU};
   std::unique_ptr<mechanisms::RandomGenerator> sample_rng_;
+  std::unique_ptr<mechanisms::RandomGenerator> metrics_noise_;  // --train_metrics=private
   std::optional<optim::StepRecordSampler> records_;
   std::unique_ptr<optim::DpOptimizer> dp_;
   int64_t physical_batch_size_ = 512, microbatch_size_ = 1, batch_size_ = 1;
@@ -334,8 +378,15 @@ absl::StatusOr<torch::Device> TrainingDevice(const std::string& device) {
 
 std::vector<std::string> DpStepPrivacyFlagNames() {
   std::vector<std::string> names;
+  const std::vector<std::string> metrics = TrainMetricsFlagNames();
   for (std::string& name : DpStepFlagNames()) {
-    if (name != "physical_batch_size") names.push_back(std::move(name));  // memory only
+    // Memory only; and each metrics release is in the ledger, so a resumed run may change
+    // them.
+    if (name == "physical_batch_size" ||
+        std::find(metrics.begin(), metrics.end(), name) != metrics.end()) {
+      continue;
+    }
+    names.push_back(std::move(name));
   }
   return names;
 }

@@ -36,6 +36,9 @@ namespace dpkit::models {
 struct TorchLosses {
   torch::Tensor losses;  // shape (B), with autograd
   int64_t correct = -1;
+  // Classifiers, optional: shape (B), 1 where the example is classified correctly (the
+  // per-example values of --train_metrics=private's accuracy query).
+  torch::Tensor correct_mask = {};
 };
 
 // What a DP-PCA-like preparation step sees: it runs once before training; a fresh run may

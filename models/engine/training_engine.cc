@@ -142,6 +142,10 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
   run.plan = *std::move(plan);
   absl::Status valid = task.Validate(run.plan);
   if (!valid.ok()) return valid;
+  if (run.plan.metrics.released_privately() && !task.ReleasesPrivateTrainMetrics()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--train_metrics=private is not available for ", o.model, " (nonprivate or none)"));
+  }
   if (run.checkpoint && run.checkpoint->ledger != run.plan.certified()) {
     return absl::InvalidArgumentError(absl::StrCat(
         Join(dir, kCheckpointFile), ": the checkpoint's run ",
@@ -175,6 +179,45 @@ absl::StatusOr<OpenedRun> OpenRun(const TrainOptions& o, TrainingTask& task) {
   return run;
 }
 
+// The training-set figures of an epoch end as --train_metrics asks (models/train_metrics.h):
+// the JSON fields and the text before the test metrics. nonprivate: the epoch's exact mean
+// loss (and accuracy, correct >= 0) over its steps' batches, labelled not private; private:
+// the nested query's release, whose event the task appends to the ledger first (so the
+// epoch's epsilon, computed next, covers it); none: nothing.
+absl::StatusOr<std::pair<nlohmann::json, std::string>> TrainMetrics(
+    const TrainMetricsOptions& options, int64_t step, double loss_sum, int64_t seen,
+    int64_t correct, TrainingTask& task, LedgerSink& sink) {
+  nlohmann::json json = nlohmann::json::object();
+  std::string text;
+  if (options.nonprivate()) {
+    json["train_loss"] = seen ? loss_sum / static_cast<double>(seen) : 0.0;
+    text = absl::StrFormat("train loss %.4f", json["train_loss"].get<double>());
+    if (correct >= 0) {
+      json["train_accuracy"] = seen ? static_cast<double>(correct) / seen : 0.0;
+      absl::StrAppendFormat(&text, ", train accuracy %.2f%%",
+                            100 * json["train_accuracy"].get<double>());
+    }
+    json["train_metrics"] = "nonprivate";
+    absl::StrAppend(&text, " (not private), ");
+  } else if (options.released_privately()) {
+    absl::StatusOr<TrainMetricsRelease> release = task.PrivateTrainMetrics(step, options, sink);
+    if (!release.ok()) return release.status();
+    json["train_loss_dp"] = release->loss;
+    json["train_loss_dp_stddev"] = release->loss_stddev;
+    text = absl::StrFormat("DP train loss %.4f (noise sd %.4f)", release->loss,
+                           release->loss_stddev);
+    if (release->accuracy) {
+      json["train_accuracy_dp"] = *release->accuracy;
+      json["train_accuracy_dp_stddev"] = release->accuracy_stddev;
+      absl::StrAppendFormat(&text, ", DP train accuracy %.2f%% (sd %.2f)",
+                            100 * *release->accuracy, 100 * release->accuracy_stddev);
+    }
+    json["train_metrics"] = "private";
+    absl::StrAppend(&text, ", ");
+  }
+  return std::make_pair(std::move(json), std::move(text));
+}
+
 // Steps [start_step, total), with the epoch reports and checkpoints.
 absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_step,
                       TrainingTask& task, LedgerSink& sink, EpochReport& report) {
@@ -186,7 +229,10 @@ absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_
   auto epoch_start = std::chrono::steady_clock::now();
   const int64_t total = plan.total_steps;
   std::optional<ProgressMeter> progress;
-  if (!json && writer) progress.emplace(start_step, total, isatty(fileno(stderr)) != 0, stderr);
+  if (!json && writer) {
+    progress.emplace(start_step, total, isatty(fileno(stderr)) != 0, stderr,
+                     plan.metrics.nonprivate());
+  }
   for (int64_t step = start_step; step < total; ++step) {
     const int64_t accounted = sink.steps();
     absl::StatusOr<StepOutcome> outcome = task.Step(step, sink);
@@ -213,13 +259,15 @@ absl::Status RunSteps(const TrainOptions& o, const RunPlan& plan, int64_t start_
       loss_sum = 0, seen = correct = 0;
       continue;
     }
-    nlohmann::json metrics = {{"train_loss", seen ? loss_sum / static_cast<double>(seen) : 0.0}};
-    if (classifier) metrics["train_accuracy"] = seen ? static_cast<double>(correct) / seen : 0.0;
+    absl::StatusOr<std::pair<nlohmann::json, std::string>> train =
+        TrainMetrics(plan.metrics, step + 1, loss_sum, seen, classifier ? correct : -1, task,
+                     sink);
+    if (!train.ok()) return train.status();
+    nlohmann::json metrics = train->first;
     absl::StatusOr<nlohmann::json> tested = task.Evaluate();
     if (!tested.ok()) return tested.status();
     for (const auto& [key, value] : tested->items()) metrics[key] = value;
-    const std::string text = absl::StrFormat(
-        "train loss %.4f, %s", metrics["train_loss"].get<double>(), task.Describe(*tested));
+    const std::string text = absl::StrCat(train->second, task.Describe(*tested));
     absl::Status reported = report.Report(step + 1, metrics, text, SecondsSince(epoch_start));
     if (!reported.ok()) return reported;
     if (!o.output_dir.empty()) {

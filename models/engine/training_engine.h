@@ -6,7 +6,9 @@
 //     checks, atomic checkpoints written only after the ledger entries they need);
 //   the privacy ledger (models/training_ledger.h; a temporary file without --output_dir),
 //     to which every step appends its entry BEFORE its update is applied;
-//   the per-epoch report (engine/epoch_report.h) with epsilon computed from the ledger file;
+//   the per-epoch report (engine/epoch_report.h) with epsilon computed from the ledger file,
+//     and the training-set metrics as --train_metrics asks (models/train_metrics.h: exact
+//     and labelled not private, released by a DP nested query into the ledger, or none);
 //   --resume, with the checkpoint's privacy settings.
 // The task's Step is the only model-specific part of a step: LibTorch models share the
 // Poisson / clip / noise step of engine/torch_task.h; word2vec's sparse and dense steps are
@@ -24,6 +26,7 @@
 #include "dpkit/accounting/event.h"
 #include "dpkit/accounting/ledger.h"
 #include "dpkit/models/engine/run_plan.h"
+#include "dpkit/models/train_metrics.h"
 #include "dpkit/models/trainer_registry.h"
 #include "dpkit/models/training_ledger.h"
 #include "nlohmann/json.hpp"
@@ -90,6 +93,14 @@ class TrainingTask {
   virtual absl::Status Finish(const RunPlan& /*plan*/, int64_t /*steps*/,
                               const std::string& /*ledger_path*/) {
     return absl::OkStatus();
+  }
+  // --train_metrics=private (models/train_metrics.h): whether the task can release its
+  // training-set metrics by the nested query, and the release at an epoch end, which
+  // appends its event to `ledger` BEFORE returning the values.
+  virtual bool ReleasesPrivateTrainMetrics() const { return false; }
+  virtual absl::StatusOr<TrainMetricsRelease> PrivateTrainMetrics(
+      int64_t /*step*/, const TrainMetricsOptions& /*options*/, LedgerSink& /*ledger*/) {
+    return absl::InvalidArgumentError("--train_metrics=private is not available for this model");
   }
   // A description of the threads for the header line (LibTorch tasks).
   virtual std::string DescribeThreads() const { return ""; }

@@ -257,6 +257,85 @@ TEST(TrainE2eTest, ShuffledSamplerReportsNoCertifiedEpsilonAndWritesNoLedger) {
   EXPECT_EQ(text.out.find("eps <="), std::string::npos) << text.out;
 }
 
+// --train_metrics=private (models/train_metrics.h): each epoch's release is one ledger event,
+// PoissonSampled(q_m, Gaussian(z / sqrt(2))), appended before the epoch's line, so the
+// epoch's certified epsilon covers it; nothing computed from the training data without
+// noise is printed.
+TEST(TrainE2eTest, PrivateTrainMetricsAreReleasedThroughTheLedger) {
+  std::string data = MakeData("data_metrics", 128, 20);
+  std::string out = TempDir() + "/metrics";
+  CliRun run = Dpkit("train mnist --data_dir=" + data + " --output_dir=" + out +
+                     " --batch_size=32 --epochs=2 --threads=1 --format=json"
+                     " --train_metrics=private --train_metrics_sampling_rate=0.5"
+                     " --train_metrics_noise=2 --train_metrics_loss_bound=3");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> ledger = Lines(ReadFile(out + "/ledger.jsonl"));
+  ASSERT_EQ(ledger.size(), 10u);  // 4 steps, 1 release, 4 steps, 1 release
+  for (size_t i : {4u, 9u}) {
+    json entry = json::parse(ledger[i]);
+    ASSERT_EQ(entry["type"], "event") << ledger[i];
+    EXPECT_EQ(entry["event"]["type"], "poisson_sampled");
+    EXPECT_EQ(entry["event"]["sampling_rate"].get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(entry["event"]["event"]["noise_multiplier"].get<double>(), 2 / std::sqrt(2.0));
+  }
+  std::vector<std::string> epochs = Lines(run.out);
+  ASSERT_EQ(epochs.size(), 2u);
+  json last = json::parse(epochs.back());
+  EXPECT_EQ(last["train_metrics"], "private");
+  EXPECT_FALSE(last.contains("train_loss")) << epochs.back();
+  EXPECT_FALSE(last.contains("train_accuracy")) << epochs.back();
+  // Noise standard deviations z C / (q_m n): 2 * 3 / 64 and 2 / 64.
+  EXPECT_DOUBLE_EQ(last["train_loss_dp_stddev"].get<double>(), 6.0 / 64);
+  EXPECT_DOUBLE_EQ(last["train_accuracy_dp_stddev"].get<double>(), 2.0 / 64);
+  // The epoch's epsilon is that of the whole ledger, releases included: the same file
+  // without them certifies strictly less.
+  const double reported = last["epsilon"]["rdp"]["epsilon"].get<double>();
+  CliRun whole = Dpkit("ledger " + out + "/ledger.jsonl --accountant=rdp --format=json");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_DOUBLE_EQ(json::parse(whole.out)["rdp"]["epsilon"].get<double>(), reported);
+  std::string steps_only;
+  for (size_t i = 0; i < ledger.size(); ++i) {
+    if (i != 4 && i != 9) steps_only += ledger[i] + "\n";
+  }
+  {
+    std::ofstream file(out + "/steps_only.jsonl");
+    file << steps_only;
+  }
+  CliRun fewer = Dpkit("ledger " + out + "/steps_only.jsonl --accountant=rdp --format=json");
+  ASSERT_EQ(fewer.exit_code, 0) << fewer.err;
+  EXPECT_LT(json::parse(fewer.out)["rdp"]["epsilon"].get<double>(), reported);
+  // Text: the DP estimates, and no exact training loss, accuracy or examples per second.
+  CliRun text = Dpkit("train mnist --data_dir=" + data +
+                      " --batch_size=32 --epochs=1 --threads=1 --train_metrics=private");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("DP train loss"), std::string::npos) << text.out;
+  EXPECT_EQ(text.err.find("loss"), std::string::npos) << text.err;
+  EXPECT_EQ(text.err.find("ex/s"), std::string::npos) << text.err;
+}
+
+TEST(TrainE2eTest, NonPrivateTrainMetricsAreLabelled) {
+  std::string data = MakeData("data_metrics2", 64, 10);
+  CliRun run = Dpkit("train mnist --data_dir=" + data + " --batch_size=16 --epochs=1 --threads=1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("(not private)"), std::string::npos) << run.out;
+}
+
+// --target_epsilon with private metrics calibrates sigma for the steps AND the planned
+// releases: the run ends within the target, with more noise than without the releases.
+TEST(TrainE2eTest, TargetEpsilonCountsThePrivateTrainMetrics) {
+  std::string data = MakeData("data_metrics3", 256, 10);
+  const std::string common = "train mnist --data_dir=" + data +
+                             " --batch_size=32 --epochs=2 --threads=1 --format=json"
+                             " --target_epsilon=3";
+  CliRun with = Dpkit(common + " --train_metrics=private --train_metrics_noise=3");
+  CliRun without = Dpkit(common);
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  json a = json::parse(Lines(with.out).back()), b = json::parse(Lines(without.out).back());
+  EXPECT_LE(a["epsilon"]["rdp"]["epsilon"].get<double>(), 3.0);
+  EXPECT_GT(a["noise_multiplier"].get<double>(), b["noise_multiplier"].get<double>());
+}
+
 TEST(TrainE2eTest, BadInputExitsTwoWithOneLine) {
   std::string data = MakeData("data4", 64, 10);
   std::string truncated = MakeData("bad", 64, 10, /*truncate=*/true);
@@ -277,6 +356,11 @@ TEST(TrainE2eTest, BadInputExitsTwoWithOneLine) {
         "train mnist --data_dir=" + data + " --batch_size=16 --clipping=joint --clipping_groups=conv1 --clipping_scales=1",
         "train mnist --data_dir=" + data + " --batch_size=16 --clipping=joint --clipping_scales=1,1,1,-1",
         "train mnist --data_dir=" + data + " --batch_size=16 --physical_batch_size=0",
+        "train mnist --data_dir=" + data + " --batch_size=16 --train_metrics=exact",
+        "train mnist --data_dir=" + data + " --batch_size=16 --train_metrics_noise=0.01",
+        "train mnist --data_dir=" + data + " --batch_size=16 --train_metrics_sampling_rate=2",
+        "train mnist --data_dir=" + data + " --batch_size=16 --train_metrics=private --sampler=fixed_size",
+        "train mnist --data_dir=" + data + " --batch_size=16 --train_metrics=private --sampler=shuffled",
         std::string("train mnist --learning_rate=1e308"), std::string("train mnist --clip_norm=1e308"),
         std::string("train mnist --noise_multiplier=1e308"), std::string("train mnist --learning_rate=inf"),
         "train mnist --data_dir=" + truncated,
