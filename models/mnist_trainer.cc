@@ -219,12 +219,7 @@ absl::Status Train(Task kind, const TrainOptions& o) {
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor x = data.train_x.index_select(0, index).to(device);
     torch::Tensor y = data.train_y.index_select(0, index).to(device);
-    torch::Tensor logits = forward(x);
-    TorchLosses out;
-    out.losses = F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kNone));
-    out.correct_mask = logits.argmax(1).eq(y);
-    out.correct = out.correct_mask.sum().item<int64_t>();
-    return out;
+    return ClassificationLosses(forward(x), y);
   };
   task.evaluate = [&](const torch::Device& device) {
     return nlohmann::json{{"test_accuracy", Accuracy(data.test_x, data.test_y, forward, device)}};

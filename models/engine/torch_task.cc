@@ -420,6 +420,15 @@ absl::Status RunTorchTraining(const TrainOptions& options, TorchTask task) {
   return RunTraining(options, runner);
 }
 
+TorchLosses ClassificationLosses(const torch::Tensor& logits, const torch::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  TorchLosses out{F::cross_entropy(logits, labels,
+                                   F::CrossEntropyFuncOptions().reduction(torch::kNone))};
+  out.correct_mask = logits.argmax(1).eq(labels);
+  out.correct = out.correct_mask.sum().item<int64_t>();
+  return out;
+}
+
 nlohmann::json TestAccuracyJson(int64_t correct, int64_t total) {
   return {{"test_accuracy", total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0}};
 }

@@ -91,6 +91,10 @@ std::vector<std::string> DpStepPrivacyFlagNames();
 // Runs `task` through the engine (engine/training_engine.h).
 absl::Status RunTorchTraining(const TrainOptions& options, TorchTask task);
 
+// A classifier's per-example cross-entropy losses of `logits` against `labels`, with the
+// correctness mask and count.
+TorchLosses ClassificationLosses(const torch::Tensor& logits, const torch::Tensor& labels);
+
 // The test metrics of a classifier: {"test_accuracy": correct / total}, and their text.
 nlohmann::json TestAccuracyJson(int64_t correct, int64_t total);
 std::string DescribeTestAccuracy(const nlohmann::json& metrics);

@@ -152,12 +152,7 @@ absl::Status TrainAdult(const TrainOptions& o) {
   task.train_size = train.labels.size(0);
   task.losses = [&](const torch::Tensor& index, const torch::Device& device) {
     torch::Tensor logits = net->forward(train.features.index_select(0, index).to(device));
-    const torch::Tensor labels = train.labels.index_select(0, index).to(device);
-    TorchLosses out{F::cross_entropy(logits, labels,
-                                     F::CrossEntropyFuncOptions().reduction(torch::kNone))};
-    out.correct_mask = logits.argmax(1).eq(labels);
-    out.correct = out.correct_mask.sum().item<int64_t>();
-    return out;
+    return ClassificationLosses(logits, train.labels.index_select(0, index).to(device));
   };
   task.evaluate = [&](const torch::Device& device) {
     const int64_t n = test.labels.size(0);
