@@ -97,6 +97,22 @@ absl::StatusOr<Replacement> ReplaceConv2d(const std::string& path, torch::nn::Co
   return Wrap(layer);
 }
 
+// Every torch::nn::Conv1d configuration: DpConv1d takes its options (dp_conv1d.h).
+absl::StatusOr<Replacement> ReplaceConv1d(torch::nn::Conv1dImpl& m) {
+  const auto& o = m.options;
+  torch::nn::Conv1dOptions options(o.in_channels(), o.out_channels(), o.kernel_size());
+  options.stride(o.stride())
+      .padding(o.padding())
+      .dilation(o.dilation())
+      .groups(o.groups())
+      .bias(o.bias())
+      .padding_mode(o.padding_mode());
+  auto layer = MakeShared<DpConv1dImpl>(options);
+  layer->Adopt("weight", &layer->weight, m.weight);
+  if (o.bias()) layer->Adopt("bias", &layer->bias, m.bias);
+  return Wrap(layer);
+}
+
 absl::StatusOr<Replacement> ReplaceEmbedding(const std::string& path,
                                              torch::nn::EmbeddingImpl& m) {
   const auto& o = m.options;
@@ -190,6 +206,7 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
                   "has frozen and trainable parameters together: freeze all of them or none");
   }
   if (auto* l = dynamic_cast<torch::nn::LinearImpl*>(&m)) return ReplaceLinear(path, *l);
+  if (auto* c = dynamic_cast<torch::nn::Conv1dImpl*>(&m)) return ReplaceConv1d(*c);
   if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(&m)) return ReplaceConv2d(path, *c);
   if (auto* e = dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) return ReplaceEmbedding(path, *e);
   if (auto* n = dynamic_cast<torch::nn::LayerNormImpl*>(&m)) return ReplaceLayerNorm(*n);
@@ -204,15 +221,23 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
                   "called through its own type): write dpkit::optim::DpMultiheadAttention, which "
                   "keeps its in_proj_weight / in_proj_bias layout");
   }
-  if (dynamic_cast<torch::nn::Conv1dImpl*>(&m) != nullptr) {
+  if (dynamic_cast<torch::nn::Conv3dImpl*>(&m) != nullptr) {
     return Refuse(path, m,
-                  "has no per-example gradient rule yet: use torch::nn::Conv2d with kernel "
-                  "(1, k) on inputs of height 1");
+                  "has no per-example gradient rule (Conv1d and Conv2d have): fold one spatial "
+                  "axis into the channels or batch and use torch::nn::Conv2d");
+  }
+  if (dynamic_cast<torch::nn::ConvTranspose1dImpl*>(&m) != nullptr ||
+      dynamic_cast<torch::nn::ConvTranspose2dImpl*>(&m) != nullptr ||
+      dynamic_cast<torch::nn::ConvTranspose3dImpl*>(&m) != nullptr) {
+    return Refuse(path, m,
+                  "has no per-example gradient rule: upsample (torch::nn::Upsample) and use "
+                  "torch::nn::Conv1d or Conv2d instead");
   }
   return Refuse(path, m,
                 "has trainable parameters without a per-example gradient rule: use "
-                "torch::nn::Linear, Conv2d, Embedding, LayerNorm, GroupNorm, LSTM or GRU (or a "
-                "dpkit Dp* layer), or freeze them (requires_grad false)");
+                "torch::nn::Linear, Conv1d, Conv2d, Embedding, LayerNorm, GroupNorm, "
+                "MultiheadAttention, LSTM or GRU (or a dpkit Dp* layer), or freeze them "
+                "(requires_grad false)");
 }
 
 struct PlannedReplacement {

@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "dpkit/optim/torch/dp_affine_norm.h"
 #include "dpkit/optim/torch/dp_attention.h"
+#include "dpkit/optim/torch/dp_conv1d.h"
 #include "dpkit/optim/torch/dp_conv2d.h"
 #include "dpkit/optim/torch/dp_embedding.h"
 #include "dpkit/optim/torch/dp_linear.h"
