@@ -143,34 +143,28 @@ absl::StatusOr<Replacement> ReplaceGroupNorm(torch::nn::GroupNormImpl& m) {
   return Wrap(layer);
 }
 
-// torch::nn::LSTM and GRU: DpLSTM / DpGRU of the same options adopting weight_ih_l{k},
-// weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (dp_rnn.h: the same ops, so the same outputs).
+// torch::nn::LSTM, GRU and RNN: DpLSTM / DpGRU / DpRNN of the same options adopting every
+// weight_ih_l{k}, weight_hh_l{k}, bias_*, weight_hr_l{k} and *_reverse (dp_rnn.h: the same
+// ops, so the same outputs).
 template <typename Layer, typename TorchImpl>
-absl::StatusOr<Replacement> ReplaceRecurrent(const std::string& path, TorchImpl& m) {
+absl::StatusOr<Replacement> ReplaceRecurrent(TorchImpl& m) {
   const auto& o = m.options;
-  bool projected = false;
-  if constexpr (std::is_same_v<TorchImpl, torch::nn::LSTMImpl>) projected = o.proj_size() != 0;
-  if (o.bidirectional() || !o.bias() || projected) {
-    return Refuse(path, m,
-                  "is bidirectional, has no bias or projects its hidden state (proj_size), "
-                  "which DpLSTM/DpGRU do not support: use bidirectional(false), bias(true), "
-                  "proj_size(0)");
-  }
   DpRnnOptions options(o.input_size(), o.hidden_size());
   options.num_layers = o.num_layers();
+  options.bias = o.bias();
   options.batch_first = o.batch_first();
   options.dropout = o.dropout();
-  auto layer = MakeShared<Layer>(options);
-  auto own = m.named_parameters(/*recurse=*/false);
-  for (int64_t k = 0; k < options.num_layers; ++k) {
-    for (auto [name, member] : {std::pair{"weight_ih_l", &layer->weight_ih[k]},
-                                {"weight_hh_l", &layer->weight_hh[k]},
-                                {"bias_ih_l", &layer->bias_ih[k]},
-                                {"bias_hh_l", &layer->bias_hh[k]}}) {
-      const std::string key = absl::StrCat(name, k);
-      layer->Adopt(key, member, own[key]);
-    }
+  options.bidirectional = o.bidirectional();
+  std::shared_ptr<Shared<Layer>> layer;
+  if constexpr (std::is_same_v<TorchImpl, torch::nn::LSTMImpl>) options.proj_size = o.proj_size();
+  if constexpr (std::is_same_v<TorchImpl, torch::nn::RNNImpl>) {
+    layer = MakeShared<Layer>(
+        options, c10::holds_alternative<torch::enumtype::kReLU>(o.nonlinearity()));
+  } else {
+    layer = MakeShared<Layer>(options);
   }
+  auto own = m.named_parameters(/*recurse=*/false);
+  for (auto [name, member] : layer->NamedParameterSlots()) layer->Adopt(name, member, own[name]);
   return Wrap(layer);
 }
 
@@ -211,8 +205,9 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
   if (auto* e = dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) return ReplaceEmbedding(path, *e);
   if (auto* n = dynamic_cast<torch::nn::LayerNormImpl*>(&m)) return ReplaceLayerNorm(*n);
   if (auto* g = dynamic_cast<torch::nn::GroupNormImpl*>(&m)) return ReplaceGroupNorm(*g);
-  if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(path, *r);
-  if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(path, *r);
+  if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(*r);
+  if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(*r);
+  if (auto* r = dynamic_cast<torch::nn::RNNImpl*>(&m)) return ReplaceRecurrent<DpRNNImpl>(*r);
   if (dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m) != nullptr) {
     // Its forward(query, key, value, ...) is not virtual and no container calls it through
     // AnyModule, so a replacement could never be reached from the user's forward.
@@ -236,7 +231,7 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
   return Refuse(path, m,
                 "has trainable parameters without a per-example gradient rule: use "
                 "torch::nn::Linear, Conv1d, Conv2d, Embedding, LayerNorm, GroupNorm, "
-                "MultiheadAttention, LSTM or GRU (or a dpkit Dp* layer), or freeze them "
+                "MultiheadAttention, LSTM, GRU or RNN (or a dpkit Dp* layer), or freeze them "
                 "(requires_grad false)");
 }
 

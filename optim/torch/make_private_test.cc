@@ -222,8 +222,8 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   EXPECT_EQ(ConvertError(*prelu),
             "MakePrivate: module '1' (torch::nn::PReLUImpl) has trainable parameters without a "
             "per-example gradient rule: use torch::nn::Linear, Conv1d, Conv2d, Embedding, "
-            "LayerNorm, GroupNorm, MultiheadAttention, LSTM or GRU (or a dpkit Dp* layer), or "
-            "freeze them (requires_grad false)");
+            "LayerNorm, GroupNorm, MultiheadAttention, LSTM, GRU or RNN (or a dpkit Dp* layer), "
+            "or freeze them (requires_grad false)");
   struct Custom : nn::Module {
     torch::Tensor scale = register_parameter("scale", torch::ones({3}));
     torch::Tensor forward(const torch::Tensor& x) { return x * scale; }
@@ -233,8 +233,9 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   EXPECT_NE(ConvertError(*custom).find("module '1' ("), std::string::npos);
   EXPECT_NE(ConvertError(*custom).find("has trainable parameters without a per-example"),
             std::string::npos);
-  nn::Sequential vanilla_rnn(nn::RNN(3, 4));
-  EXPECT_NE(ConvertError(*vanilla_rnn).find("module '0' (torch::nn::RNNImpl) has trainable"),
+  nn::Sequential bilinear(nn::Linear(3, 3));
+  bilinear->push_back(nn::Bilinear(3, 3, 2));
+  EXPECT_NE(ConvertError(*bilinear).find("module '1' (torch::nn::BilinearImpl) has trainable"),
             std::string::npos);
   nn::ModuleDict attention(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
       {"attn", nn::MultiheadAttention(8, 2).ptr()}});
