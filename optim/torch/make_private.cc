@@ -168,6 +168,29 @@ absl::StatusOr<Replacement> ReplaceRecurrent(TorchImpl& m) {
   return Wrap(layer);
 }
 
+// torch::nn::MultiheadAttention: DpTorchMultiheadAttention of the same options adopting its
+// own parameters and, in a DpTimeMajorLinear of its own, out_proj's (dp_attention.h: the
+// same ops, so the same outputs and attention weights).
+absl::StatusOr<Replacement> ReplaceMultiheadAttention(torch::nn::MultiheadAttentionImpl& m) {
+  auto layer = MakeShared<DpTorchMultiheadAttentionImpl>(m.options);
+  auto own = m.named_parameters(/*recurse=*/false);
+  for (auto [name, member] : layer->NamedParameterSlots()) layer->Adopt(name, member, own[name]);
+  const int64_t e = m.options.embed_dim();
+  auto out = MakeShared<DpTimeMajorLinearImpl>(e, e, m.options.bias());
+  out->Adopt("weight", &out->weight, m.out_proj->weight);
+  if (m.options.bias()) out->Adopt("bias", &out->bias, m.out_proj->bias);
+  layer->out_proj = layer->replace_module(
+      "out_proj", DpTimeMajorLinear(std::shared_ptr<DpTimeMajorLinearImpl>(out)));
+  return Wrap(layer);
+}
+
+// Modules whose forward calls their layers through member holders, which a replacement
+// cannot reach (file comment of make_private.h).
+bool CallsLayersThroughMembers(torch::nn::Module& m) {
+  return dynamic_cast<torch::nn::TransformerEncoderLayerImpl*>(&m) != nullptr ||
+         dynamic_cast<torch::nn::TransformerDecoderLayerImpl*>(&m) != nullptr;
+}
+
 // The module's own (not its children's) parameters: how many, how many trainable.
 std::pair<int, int> OwnParameters(const torch::nn::Module& module) {
   int all = 0, trainable = 0;
@@ -176,6 +199,13 @@ std::pair<int, int> OwnParameters(const torch::nn::Module& module) {
     trainable += p.value().requires_grad() ? 1 : 0;
   }
   return {all, trainable};
+}
+
+// The trainable parameters of `module` and its children.
+int64_t TrainableParameters(const torch::nn::Module& module) {
+  int64_t trainable = 0;
+  for (const auto& p : module.named_parameters()) trainable += p.value().requires_grad() ? 1 : 0;
+  return trainable;
 }
 
 bool IsBatchNorm(torch::nn::Module& m) {
@@ -193,6 +223,24 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
                   "mixes the examples of a batch, so per-example gradients are undefined: "
                   "use torch::nn::GroupNorm instead");
   }
+  if (CallsLayersThroughMembers(m) && TrainableParameters(m) > 0) {
+    return Refuse(path, m,
+                  "calls its attention, Linear and LayerNorm layers through member holders, "
+                  "which cannot be made private (make_private.h): write the block with "
+                  "torch::nn::MultiheadAttention, Linear and LayerNorm held in "
+                  "torch::nn::Sequential members");
+  }
+  if (auto* a = dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m)) {
+    // Its parameters and out_proj's are one rule: all trainable, or all frozen (kept).
+    const int64_t trainable = TrainableParameters(m);
+    if (trainable == 0) return Replacement{};
+    if (trainable != static_cast<int64_t>(m.named_parameters().size())) {
+      return Refuse(path, m,
+                    "has frozen and trainable parameters together (out_proj included): freeze "
+                    "all of them or none");
+    }
+    return ReplaceMultiheadAttention(*a);
+  }
   auto [all, trainable] = OwnParameters(m);
   if (trainable == 0) return Replacement{};
   if (trainable != all) {
@@ -208,14 +256,6 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
   if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(*r);
   if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(*r);
   if (auto* r = dynamic_cast<torch::nn::RNNImpl*>(&m)) return ReplaceRecurrent<DpRNNImpl>(*r);
-  if (dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m) != nullptr) {
-    // Its forward(query, key, value, ...) is not virtual and no container calls it through
-    // AnyModule, so a replacement could never be reached from the user's forward.
-    return Refuse(path, m,
-                  "cannot be swapped in place (its forward takes query, key and value and is "
-                  "called through its own type): write dpkit::optim::DpMultiheadAttention, which "
-                  "keeps its in_proj_weight / in_proj_bias layout");
-  }
   if (dynamic_cast<torch::nn::Conv3dImpl*>(&m) != nullptr) {
     return Refuse(path, m,
                   "has no per-example gradient rule (Conv1d and Conv2d have): fold one spatial "
@@ -278,7 +318,7 @@ void Apply(PlannedReplacement& r) {
 
 // Stops backward() when a replaced parameter receives an ordinary gradient (file comment).
 void GuardParameters(const std::string& path, torch::nn::Module& module) {
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+  for (const auto& p : module.named_parameters()) {  // with children (attention's out_proj)
     std::string name = absl::StrCat(path, ".", p.key());
     torch::Tensor tensor = p.value();
     tensor.register_hook([name](const torch::Tensor& grad) -> torch::Tensor {
