@@ -261,7 +261,9 @@ torch::Tensor DpTorchMultiheadAttentionImpl::Project(int n, const torch::Tensor&
   const bool whole = rows == w.size(0);
   torch::Tensor weight = whole ? w : w.slice(0, weight_row, weight_row + rows);
   torch::Tensor bias = in_proj_bias;
-  if (bias.defined() && !(whole && same_embed_dim_)) bias = bias.slice(0, bias_row, bias_row + rows);
+  if (bias.defined() && !(whole && same_embed_dim_)) {
+    bias = bias.slice(0, bias_row, bias_row + rows);
+  }
   return CapturedLinear(input, weight, bias, &p.backprop);
 }
 
@@ -365,8 +367,8 @@ const std::vector<LinearPiece>& DpTorchMultiheadAttentionImpl::Pieces() {
   const int bias_index = options_.bias() ? (same_embed_dim_ ? 1 : 3) : -1;
   for (const Projection& p : projections_) {
     if (!p.input.defined()) continue;
-    pieces_.push_back({BatchMajor(p.input), BatchMajor(BackpropOrZeros(p.backprop, p.input, p.rows)),
-                       p.weight, p.weight_row, bias_index, p.bias_row});
+    torch::Tensor g = BatchMajor(BackpropOrZeros(p.backprop, p.input, p.rows));
+    pieces_.push_back({BatchMajor(p.input), g, p.weight, p.weight_row, bias_index, p.bias_row});
   }
   if (bias_k.defined()) {
     const int first = bias_index >= 0 ? bias_index + 1 : (same_embed_dim_ ? 1 : 3);

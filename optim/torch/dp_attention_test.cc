@@ -233,7 +233,9 @@ void CheckTorchAttention(const nn::MultiheadAttentionOptions& options, Use use, 
     net->attention->out_proj->bias.uniform_(-0.5, 0.5);
   }
   TestModel model = ModelFromBody(
-      net, [raw = net.get()](const torch::Tensor& x, bool reference) { return raw->Run(x, reference); });
+      net, [raw = net.get()](const torch::Tensor& x, bool reference) {
+        return raw->Run(x, reference);
+      });
   CheckAgainstLoop(model, PaddedTokens(), torch::tensor({0, 2, 1, 1, 0}, torch::kLong));
 }
 

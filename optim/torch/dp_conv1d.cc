@@ -35,7 +35,8 @@ using torch::autograd::variable_list;
 // convolution works out and applies the padding, so the bits are torch's), or the numbers
 // (left = right) when `padding` is empty.
 torch::Tensor Conv1d(const torch::Tensor& x, const torch::Tensor& weight,
-                     const c10::optional<torch::Tensor>& bias, int64_t stride, const std::string& padding,
+                     const c10::optional<torch::Tensor>& bias, int64_t stride,
+                     const std::string& padding,
                      int64_t left, int64_t dilation, int64_t groups) {
   if (padding.empty()) return torch::conv1d(x, weight, bias, stride, left, dilation, groups);
   return torch::conv1d(x, weight, bias, stride, padding, dilation, groups);

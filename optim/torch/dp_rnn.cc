@@ -94,7 +94,9 @@ std::vector<std::pair<std::string, torch::Tensor*>> DpRecurrentBase::NamedParame
         slots.emplace_back(absl::StrCat("bias_ih_l", suffix), &bias_ih[c]);
         slots.emplace_back(absl::StrCat("bias_hh_l", suffix), &bias_hh[c]);
       }
-      if (options_.proj_size > 0) slots.emplace_back(absl::StrCat("weight_hr_l", suffix), &weight_hr[c]);
+      if (options_.proj_size > 0) {
+        slots.emplace_back(absl::StrCat("weight_hr_l", suffix), &weight_hr[c]);
+      }
     }
   }
   return slots;
@@ -277,13 +279,16 @@ const std::vector<LinearPiece>& DpRecurrentBase::Pieces() {
             ? BatchMajor(c.ih_backprop)
             : torch::zeros({batch, steps, gates() * options_.hidden_size}, c.input.options());
     torch::Tensor g_hh = g_ih;  // LSTM, RNN: the pre-activations' backprop is both's
-    if (cell_ == RecurrentCell::kGru) g_hh = BatchMajor(StackSteps(c.hh_backprops, g_ih.select(1, 0)));
+    if (cell_ == RecurrentCell::kGru) {
+      g_hh = BatchMajor(StackSteps(c.hh_backprops, g_ih.select(1, 0)));
+    }
     pieces_.push_back({BatchMajor(c.input), g_ih, first, 0, bias_ih_index, 0});
     pieces_.push_back({BatchMajor(c.hidden), g_hh, first + 1, 0, bias_hh_index, 0});
     if (options_.proj_size > 0) {
       torch::Tensor g_hr = BatchMajor(
           StackSteps(c.hr_backprops, torch::zeros({batch, options_.proj_size}, c.input.options())));
-      pieces_.push_back({BatchMajor(c.cell_output), g_hr, first + (options_.bias ? 4 : 2), 0, -1, 0});
+      const int hr_index = first + (options_.bias ? 4 : 2);
+      pieces_.push_back({BatchMajor(c.cell_output), g_hr, hr_index, 0, -1, 0});
     }
   }
   return pieces_;

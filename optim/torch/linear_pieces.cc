@@ -83,7 +83,9 @@ void AppendPieceMicrobatchSquaredNorms(const std::vector<torch::Tensor>& params,
   std::vector<torch::Tensor> norms = ZeroNorms(params.size(), m, pieces[0]);
   for (const LinearPiece& piece : pieces) {
     torch::Tensor g = group(piece.g);
-    if (piece.weight >= 0) norms[piece.weight].add_(PositionSquaredNorms(group(piece.a), g, method));
+    if (piece.weight >= 0) {
+      norms[piece.weight].add_(PositionSquaredNorms(group(piece.a), g, method));
+    }
     if (piece.bias >= 0) norms[piece.bias].add_(SquaredNorms(g.sum(1)));
   }
   out->insert(out->end(), norms.begin(), norms.end());

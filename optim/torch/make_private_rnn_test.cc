@@ -75,7 +75,8 @@ TEST(MakePrivateRnnTest, ReplacesAGruKeepingItsOutputs) {
 
 TEST(MakePrivateRnnTest, ReplacesBidirectionalProjectedBiasFreeAndSimpleRecurrentLayers) {
   torch::manual_seed(5);
-  nn::Sequential lstm(nn::LSTM(nn::LSTMOptions(3, 5).num_layers(2).bidirectional(true).proj_size(2)));
+  nn::Sequential lstm(
+      nn::LSTM(nn::LSTMOptions(3, 5).num_layers(2).bidirectional(true).proj_size(2)));
   nn::Sequential gru(nn::GRU(nn::GRUOptions(3, 4).bias(false).bidirectional(true)));
   nn::Sequential rnn(nn::RNN(nn::RNNOptions(3, 4).nonlinearity(torch::kReLU).num_layers(2)));
   torch::Tensor x = torch::randn({6, 2, 3});
