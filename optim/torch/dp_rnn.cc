@@ -8,109 +8,143 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dpkit/optim/torch/linear_pieces.h"
 #include "dpkit/optim/torch/per_example_kernels.h"
 
 namespace dpkit::optim {
 namespace {
 
+using per_example_internal::AddPieceScaledGradientSums;
+using per_example_internal::AppendPieceMicrobatchSquaredNorms;
+using per_example_internal::AppendPieceSquaredNorms;
+using per_example_internal::BatchMajor;
+using per_example_internal::CapturedLinear;
 using per_example_internal::CheckCapture;
-using per_example_internal::GroupRows;
-using per_example_internal::PositionSquaredNorms;
-using per_example_internal::SquaredNorms;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+using per_example_internal::LinearPiece;
+using per_example_internal::PiecePerExampleGradients;
 
-int64_t ToSlot(torch::Tensor* slot) {
-  return static_cast<int64_t>(reinterpret_cast<intptr_t>(slot));
-}
-
-// torch::linear(input, weight, bias) (the op LibTorch's CellParams::linear_ih/linear_hh
-// call, so the output is the same bits) whose backward returns dL/d(input) only and keeps
-// dL/d(output) in *slot (when slot is not 0): the weight gradient is assembled later from
-// the captures with per-example clip factors.
-struct ProjectionFunction : public torch::autograd::Function<ProjectionFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
-                               int64_t slot) {
-    ctx->saved_data["slot"] = slot;
-    ctx->save_for_backward({weight});
-    return torch::linear(input, weight, bias);
+// The steps' backprops in time order as (T, B, p); a step whose projection received no
+// gradient (its output did not reach the loss) contributes zero.
+torch::Tensor StackSteps(std::vector<torch::Tensor> steps, const torch::Tensor& like) {
+  for (torch::Tensor& s : steps) {
+    if (!s.defined()) s = torch::zeros_like(like);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    torch::Tensor g = grad_outputs[0];
-    const int64_t slot = ctx->saved_data["slot"].toInt();
-    if (slot != 0) *reinterpret_cast<torch::Tensor*>(static_cast<intptr_t>(slot)) = g;
-    torch::Tensor grad_input;
-    if (ctx->needs_input_grad(0)) grad_input = g.matmul(ctx->get_saved_variables()[0]);
-    return {grad_input, torch::Tensor(), torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// The projection, through ProjectionFunction when autograd records (slot may be null).
-torch::Tensor Project(const torch::Tensor& input, const torch::Tensor& weight,
-                      const torch::Tensor& bias, torch::Tensor* slot) {
-  if (!torch::GradMode::is_enabled()) return torch::linear(input, weight, bias);
-  return ProjectionFunction::apply(input, weight, bias, ToSlot(slot));
+  return torch::stack(steps, 0);
 }
-
-// (T, B, ...) time-major -> (B, T, ...) contiguous.
-torch::Tensor BatchMajor(const torch::Tensor& t) { return t.transpose(0, 1).contiguous(); }
 
 }  // namespace
 
 DpRecurrentBase::DpRecurrentBase(RecurrentCell cell, const DpRnnOptions& options)
-    : cell_(cell), options_(options), captures_(static_cast<size_t>(options.num_layers)) {
+    : cell_(cell),
+      options_(options),
+      captures_(static_cast<size_t>(options.num_layers * (options.bidirectional ? 2 : 1))) {
   TORCH_CHECK(options.input_size > 0 && options.hidden_size > 0 && options.num_layers > 0,
-              "DpLSTM/DpGRU: sizes and num_layers must be > 0");
-  TORCH_CHECK(options.dropout >= 0 && options.dropout < 1, "DpLSTM/DpGRU: dropout must be in [0, 1)");
-  const int64_t h = options.hidden_size, rows = gates() * h;
-  // torch::nn::RNNImplBase::reset_parameters: U(-1/sqrt(H), 1/sqrt(H)), registration order.
+              "DpLSTM/DpGRU/DpRNN: sizes and num_layers must be > 0");
+  TORCH_CHECK(options.dropout >= 0 && options.dropout < 1,
+              "DpLSTM/DpGRU/DpRNN: dropout must be in [0, 1)");
+  TORCH_CHECK(options.proj_size >= 0 && options.proj_size < options.hidden_size,
+              "DpLSTM: proj_size must be in [0, hidden_size)");
+  TORCH_CHECK(options.proj_size == 0 || cell == RecurrentCell::kLstm,
+              "DpGRU/DpRNN: proj_size is an LSTM option");
+  const int64_t h = options.hidden_size, rows = gates() * h, out = output_size();
+  // torch::nn::RNNImplBase::reset and reset_parameters: per layer and direction, registered
+  // in this order, each U(-1/sqrt(H), 1/sqrt(H)) in registration order.
   const double bound = 1.0 / std::sqrt(static_cast<double>(h));
   auto make = [&](const std::string& name, std::vector<int64_t> shape) {
     return register_parameter(name, torch::empty(shape).uniform_(-bound, bound));
   };
   for (int64_t k = 0; k < options.num_layers; ++k) {
-    const int64_t in = k == 0 ? options.input_size : h;
-    weight_ih.push_back(make(absl::StrCat("weight_ih_l", k), {rows, in}));
-    weight_hh.push_back(make(absl::StrCat("weight_hh_l", k), {rows, h}));
-    bias_ih.push_back(make(absl::StrCat("bias_ih_l", k), {rows}));
-    bias_hh.push_back(make(absl::StrCat("bias_hh_l", k), {rows}));
+    for (int64_t d = 0; d < directions(); ++d) {
+      const std::string suffix = absl::StrCat(k, d == 1 ? "_reverse" : "");
+      const int64_t in = k == 0 ? options.input_size : out * directions();
+      weight_ih.push_back(make(absl::StrCat("weight_ih_l", suffix), {rows, in}));
+      weight_hh.push_back(make(absl::StrCat("weight_hh_l", suffix), {rows, out}));
+      bias_ih.push_back(options.bias ? make(absl::StrCat("bias_ih_l", suffix), {rows})
+                                     : torch::Tensor());
+      bias_hh.push_back(options.bias ? make(absl::StrCat("bias_hh_l", suffix), {rows})
+                                     : torch::Tensor());
+      weight_hr.push_back(options.proj_size > 0
+                              ? make(absl::StrCat("weight_hr_l", suffix), {options.proj_size, h})
+                              : torch::Tensor());
+    }
   }
+}
+
+int64_t DpRecurrentBase::gates() const {
+  switch (cell_) {
+    case RecurrentCell::kLstm: return 4;
+    case RecurrentCell::kGru: return 3;
+    default: return 1;
+  }
+}
+
+int64_t DpRecurrentBase::output_size() const {
+  return options_.proj_size > 0 ? options_.proj_size : options_.hidden_size;
+}
+
+std::vector<std::pair<std::string, torch::Tensor*>> DpRecurrentBase::NamedParameterSlots() {
+  std::vector<std::pair<std::string, torch::Tensor*>> slots;
+  for (int64_t k = 0; k < options_.num_layers; ++k) {
+    for (int64_t d = 0; d < directions(); ++d) {
+      const size_t c = static_cast<size_t>(k * directions() + d);
+      const std::string suffix = absl::StrCat(k, d == 1 ? "_reverse" : "");
+      slots.emplace_back(absl::StrCat("weight_ih_l", suffix), &weight_ih[c]);
+      slots.emplace_back(absl::StrCat("weight_hh_l", suffix), &weight_hh[c]);
+      if (options_.bias) {
+        slots.emplace_back(absl::StrCat("bias_ih_l", suffix), &bias_ih[c]);
+        slots.emplace_back(absl::StrCat("bias_hh_l", suffix), &bias_hh[c]);
+      }
+      if (options_.proj_size > 0) {
+        slots.emplace_back(absl::StrCat("weight_hr_l", suffix), &weight_hr[c]);
+      }
+    }
+  }
+  return slots;
+}
+
+int DpRecurrentBase::ParameterIndex(int64_t cell) const {
+  const int per_cell = 2 + (options_.bias ? 2 : 0) + (options_.proj_size > 0 ? 1 : 0);
+  return static_cast<int>(cell) * per_cell;
 }
 
 std::vector<std::vector<torch::Tensor>> DpRecurrentBase::InitialStates(
     const torch::Tensor& input, const std::vector<torch::Tensor>& given) {
   const int64_t batch = input.size(options_.batch_first ? 0 : 1);
+  const int64_t cells = options_.num_layers * directions();
   const size_t parts = cell_ == RecurrentCell::kLstm ? 2 : 1;
+  // h has output_size() features, the LSTM's cell state c hidden_size.
+  const std::vector<int64_t> widths = {output_size(), options_.hidden_size};
   std::vector<torch::Tensor> full = given;
   if (full.empty()) {
     for (size_t i = 0; i < parts; ++i) {
-      full.push_back(torch::zeros({options_.num_layers, batch, options_.hidden_size},
+      full.push_back(torch::zeros({cells, batch, widths[i]},
                                   torch::dtype(input.dtype()).device(input.device())));
     }
   }
   TORCH_CHECK(full.size() == parts, Describe(), ": expected ", parts, " state tensors");
-  std::vector<std::vector<torch::Tensor>> states(static_cast<size_t>(options_.num_layers));
-  for (const torch::Tensor& t : full) {
-    TORCH_CHECK(t.dim() == 3 && t.size(0) == options_.num_layers && t.size(1) == batch &&
-                    t.size(2) == options_.hidden_size,
-                Describe(), ": initial states must be (", options_.num_layers, ", ", batch, ", ",
-                options_.hidden_size, "), got ", t.sizes());
-    std::vector<torch::Tensor> layers = t.unbind(0);
-    for (size_t k = 0; k < layers.size(); ++k) states[k].push_back(layers[k]);
+  std::vector<std::vector<torch::Tensor>> states(static_cast<size_t>(cells));
+  for (size_t i = 0; i < parts; ++i) {
+    const torch::Tensor& t = full[i];
+    TORCH_CHECK(t.dim() == 3 && t.size(0) == cells && t.size(1) == batch && t.size(2) == widths[i],
+                Describe(), ": initial states must be (", cells, ", ", batch, ", ", widths[i],
+                "), got ", t.sizes());
+    std::vector<torch::Tensor> per_cell = t.unbind(0);
+    for (size_t c = 0; c < per_cell.size(); ++c) states[c].push_back(per_cell[c]);
   }
   return states;
 }
 
-std::vector<torch::Tensor> DpRecurrentBase::Step(int64_t layer,
+std::vector<torch::Tensor> DpRecurrentBase::Step(int64_t cell,
                                                  const torch::Tensor& projected_input,
                                                  const std::vector<torch::Tensor>& state,
-                                                 torch::Tensor* slot) {
+                                                 torch::Tensor* hh_slot, torch::Tensor* hr_slot,
+                                                 torch::Tensor* cell_output) {
   const torch::Tensor& hx = state[0];
+  const torch::Tensor& w_hh = weight_hh[cell];
+  const torch::Tensor& b_hh = bias_hh[cell];
   if (cell_ == RecurrentCell::kLstm) {
     // LibTorch 1.13's LSTMCell (CPU, pre-computed input projection), op for op.
-    const torch::Tensor gates =
-        Project(hx, weight_hh[layer], bias_hh[layer], slot).add_(projected_input);
+    const torch::Tensor gates = CapturedLinear(hx, w_hh, b_hh, hh_slot).add_(projected_input);
     std::vector<torch::Tensor> chunked = gates.unsafe_chunk(4, 1);
     torch::Tensor ingate = chunked[0].sigmoid_();
     torch::Tensor forgetgate = chunked[1].sigmoid_();
@@ -118,16 +152,67 @@ std::vector<torch::Tensor> DpRecurrentBase::Step(int64_t layer,
     torch::Tensor outgate = chunked[3].sigmoid_();
     torch::Tensor cy = (forgetgate * state[1]).add_(ingate * cellgate);
     torch::Tensor hy = outgate * cy.tanh();
+    if (weight_hr[cell].defined()) {
+      // CellParams::matmul_hr: at::matmul(hy, w_hr^T), which torch::linear without a bias is.
+      *cell_output = hy.detach();
+      hy = CapturedLinear(hy, weight_hr[cell], torch::Tensor(), hr_slot);
+    }
     return {hy, cy};
   }
-  // LibTorch 1.13's GRUCell (CPU, pre-computed input projection), op for op.
-  std::vector<torch::Tensor> igates = projected_input.unsafe_chunk(3, 1);
-  std::vector<torch::Tensor> hgates =
-      Project(hx, weight_hh[layer], bias_hh[layer], slot).unsafe_chunk(3, 1);
-  const torch::Tensor reset_gate = hgates[0].add_(igates[0]).sigmoid_();
-  const torch::Tensor input_gate = hgates[1].add_(igates[1]).sigmoid_();
-  const torch::Tensor new_gate = igates[2].add(hgates[2].mul_(reset_gate)).tanh_();
-  return {(hx - new_gate).mul_(input_gate).add_(new_gate)};
+  if (cell_ == RecurrentCell::kGru) {
+    // LibTorch 1.13's GRUCell (CPU, pre-computed input projection), op for op.
+    std::vector<torch::Tensor> igates = projected_input.unsafe_chunk(3, 1);
+    std::vector<torch::Tensor> hgates = CapturedLinear(hx, w_hh, b_hh, hh_slot).unsafe_chunk(3, 1);
+    const torch::Tensor reset_gate = hgates[0].add_(igates[0]).sigmoid_();
+    const torch::Tensor input_gate = hgates[1].add_(igates[1]).sigmoid_();
+    const torch::Tensor new_gate = igates[2].add(hgates[2].mul_(reset_gate)).tanh_();
+    return {(hx - new_gate).mul_(input_gate).add_(new_gate)};
+  }
+  // LibTorch 1.13's SimpleCell: nonlinearity(linear_hh(h).add_(input projection)).
+  torch::Tensor z = CapturedLinear(hx, w_hh, b_hh, hh_slot).add_(projected_input);
+  return {cell_ == RecurrentCell::kRnnTanh ? at::tanh(z) : at::relu(z)};
+}
+
+torch::Tensor DpRecurrentBase::RunDirection(int64_t cell, const torch::Tensor& layer_input,
+                                            const torch::Tensor& valid_lengths,
+                                            std::vector<torch::Tensor>* state) {
+  const bool record = torch::GradMode::is_enabled();
+  const bool reverse = cell % directions() == 1;
+  const bool gru = cell_ == RecurrentCell::kGru, projected = weight_hr[cell].defined();
+  Capture& capture = captures_[cell];
+  const int64_t steps = layer_input.size(0);
+  torch::Tensor input_projection =
+      CapturedLinear(layer_input, weight_ih[cell], bias_ih[cell], &capture.ih_backprop);
+  if (record) {
+    capture.input = layer_input.detach();
+    if (gru) capture.hh_backprops.assign(static_cast<size_t>(steps), torch::Tensor());
+    if (projected) capture.hr_backprops.assign(static_cast<size_t>(steps), torch::Tensor());
+  }
+  std::vector<torch::Tensor> step_inputs = input_projection.unbind(0);
+  std::vector<torch::Tensor> outputs(steps), hidden_in(steps), cell_outputs(steps);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;  // FullBidirectionalLayer: reversed steps
+    if (record) hidden_in[t] = (*state)[0].detach();
+    torch::Tensor* hh_slot = record && gru ? &capture.hh_backprops[t] : nullptr;
+    torch::Tensor* hr_slot = record && projected ? &capture.hr_backprops[t] : nullptr;
+    std::vector<torch::Tensor> next =
+        Step(cell, step_inputs[t], *state, hh_slot, hr_slot, &cell_outputs[t]);
+    torch::Tensor output = next[0];
+    if (valid_lengths.defined()) {
+      // Steps at or after an example's length keep its state and output zeros; where()
+      // routes exactly zero gradient to the unselected side.
+      torch::Tensor valid = valid_lengths > t;
+      for (size_t j = 0; j < next.size(); ++j) next[j] = torch::where(valid, next[j], (*state)[j]);
+      output = torch::where(valid, next[0], torch::zeros_like(next[0]));
+    }
+    outputs[t] = output;
+    *state = std::move(next);
+  }
+  if (record) {
+    capture.hidden = torch::stack(hidden_in, 0);
+    if (projected) capture.cell_output = torch::stack(cell_outputs, 0);
+  }
+  return torch::stack(outputs, 0);
 }
 
 std::pair<torch::Tensor, std::vector<std::vector<torch::Tensor>>> DpRecurrentBase::Run(
@@ -137,7 +222,6 @@ std::pair<torch::Tensor, std::vector<std::vector<torch::Tensor>>> DpRecurrentBas
               ": input must be ", options_.batch_first ? "(B, T, " : "(T, B, ",
               options_.input_size, "), got ", input.sizes());
   ClearCapture();
-  const bool record = torch::GradMode::is_enabled();
   torch::Tensor layer_input = options_.batch_first ? input.transpose(0, 1) : input;
   const int64_t steps = layer_input.size(0), batch = layer_input.size(1);
   TORCH_CHECK(steps > 0, Describe(), ": sequence length must be > 0");
@@ -151,33 +235,13 @@ std::pair<torch::Tensor, std::vector<std::vector<torch::Tensor>>> DpRecurrentBas
     valid_lengths = lengths.to(input.device()).view({batch, 1});
   }
   for (int64_t k = 0; k < options_.num_layers; ++k) {
-    Capture& capture = captures_[k];
-    torch::Tensor projected = Project(layer_input, weight_ih[k], bias_ih[k], &capture.ih_backprop);
-    const bool gru = cell_ == RecurrentCell::kGru;
-    if (record) {
-      capture.input = layer_input.detach();
-      if (gru) capture.hh_backprops.assign(static_cast<size_t>(steps), torch::Tensor());
+    std::vector<torch::Tensor> outputs;
+    for (int64_t d = 0; d < directions(); ++d) {
+      const int64_t cell = k * directions() + d;
+      outputs.push_back(RunDirection(cell, layer_input, valid_lengths, &states[cell]));
     }
-    std::vector<torch::Tensor> step_inputs = projected.unbind(0), outputs, hidden_in;
-    std::vector<torch::Tensor> state = states[k];
-    for (int64_t t = 0; t < steps; ++t) {
-      if (record) hidden_in.push_back(state[0].detach());
-      torch::Tensor* slot = record && gru ? &capture.hh_backprops[t] : nullptr;
-      std::vector<torch::Tensor> next = Step(k, step_inputs[t], state, slot);
-      torch::Tensor output = next[0];
-      if (valid_lengths.defined()) {
-        // Steps at or after an example's length keep its state and output zeros; where()
-        // routes exactly zero gradient to the unselected side.
-        torch::Tensor valid = valid_lengths > t;
-        for (size_t j = 0; j < next.size(); ++j) next[j] = torch::where(valid, next[j], state[j]);
-        output = torch::where(valid, next[0], torch::zeros_like(next[0]));
-      }
-      outputs.push_back(output);
-      state = std::move(next);
-    }
-    layer_input = torch::stack(outputs, 0);
-    if (record) capture.hidden = torch::stack(hidden_in, 0);
-    states[k] = std::move(state);
+    // FullBidirectionalLayer: cat({forward, reverse}, last dimension).
+    layer_input = outputs.size() == 1 ? outputs[0] : torch::cat(outputs, outputs[0].dim() - 1);
     if (options_.dropout != 0 && is_training() && k < options_.num_layers - 1) {
       layer_input = torch::dropout(layer_input, options_.dropout, /*train=*/true);
     }
@@ -187,106 +251,65 @@ std::pair<torch::Tensor, std::vector<std::vector<torch::Tensor>>> DpRecurrentBas
 
 std::vector<torch::Tensor> DpRecurrentBase::DpParameters() {
   std::vector<torch::Tensor> out;
-  for (int64_t k = 0; k < options_.num_layers; ++k) {
-    out.insert(out.end(), {weight_ih[k], weight_hh[k], bias_ih[k], bias_hh[k]});
-  }
+  for (const auto& [name, slot] : NamedParameterSlots()) out.push_back(*slot);
   return out;
 }
 
 bool DpRecurrentBase::HasCapture() const {
+  // A direction whose outputs did not reach the loss has no backprop: zero gradients.
   for (const Capture& c : captures_) {
-    if (!c.ih_backprop.defined()) return false;
+    if (c.ih_backprop.defined()) return true;
   }
-  return true;
+  return false;
 }
 
 int64_t DpRecurrentBase::CapturedBatchSize() const { return captures_[0].input.size(1); }
 
-const std::vector<DpRecurrentBase::Piece>& DpRecurrentBase::Pieces() {
+const std::vector<LinearPiece>& DpRecurrentBase::Pieces() {
   CheckCapture(*this);
   if (!pieces_.empty()) return pieces_;
-  for (const Capture& c : captures_) {
-    torch::Tensor g_ih = BatchMajor(c.ih_backprop);
-    torch::Tensor g_hh = g_ih;  // LSTM: the gates' backprop is both projections'
+  for (size_t cell = 0; cell < captures_.size(); ++cell) {
+    const Capture& c = captures_[cell];
+    const int first = ParameterIndex(static_cast<int64_t>(cell));
+    const int bias_ih_index = options_.bias ? first + 2 : -1;
+    const int bias_hh_index = options_.bias ? first + 3 : -1;
+    const int64_t steps = c.input.size(0), batch = c.input.size(1);
+    torch::Tensor g_ih =
+        c.ih_backprop.defined()
+            ? BatchMajor(c.ih_backprop)
+            : torch::zeros({batch, steps, gates() * options_.hidden_size}, c.input.options());
+    torch::Tensor g_hh = g_ih;  // LSTM, RNN: the pre-activations' backprop is both's
     if (cell_ == RecurrentCell::kGru) {
-      std::vector<torch::Tensor> steps = c.hh_backprops;
-      // A step whose recurrent projection received no gradient contributes zero.
-      for (torch::Tensor& s : steps) {
-        if (!s.defined()) s = torch::zeros_like(c.ih_backprop[0]);
-      }
-      g_hh = torch::stack(steps, 1);
+      g_hh = BatchMajor(StackSteps(c.hh_backprops, g_ih.select(1, 0)));
     }
-    pieces_.push_back({BatchMajor(c.input), g_ih});
-    pieces_.push_back({BatchMajor(c.hidden), g_hh});
+    pieces_.push_back({BatchMajor(c.input), g_ih, first, 0, bias_ih_index, 0});
+    pieces_.push_back({BatchMajor(c.hidden), g_hh, first + 1, 0, bias_hh_index, 0});
+    if (options_.proj_size > 0) {
+      torch::Tensor g_hr = BatchMajor(
+          StackSteps(c.hr_backprops, torch::zeros({batch, options_.proj_size}, c.input.options())));
+      const int hr_index = first + (options_.bias ? 4 : 2);
+      pieces_.push_back({BatchMajor(c.cell_output), g_hr, hr_index, 0, -1, 0});
+    }
   }
   return pieces_;
 }
 
 void DpRecurrentBase::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
-  const std::vector<Piece>& pieces = Pieces();
-  for (size_t k = 0; k < pieces.size(); k += 2) {
-    const Piece &ih = pieces[k], &hh = pieces[k + 1];
-    out->push_back(PositionSquaredNorms(ih.a, ih.g, method_));
-    out->push_back(PositionSquaredNorms(hh.a, hh.g, method_));
-    out->push_back(SquaredNorms(ih.g.sum(1)));
-    out->push_back(SquaredNorms(hh.g.sum(1)));
-  }
+  AppendPieceSquaredNorms(DpParameters(), Pieces(), method_, out);
 }
 
 std::vector<torch::Tensor> DpRecurrentBase::PerExampleGradients() {
-  const std::vector<Piece>& pieces = Pieces();
-  std::vector<torch::Tensor> out;
-  for (size_t k = 0; k < pieces.size(); k += 2) {
-    const Piece &ih = pieces[k], &hh = pieces[k + 1];
-    out.push_back(torch::bmm(ih.g.transpose(1, 2), ih.a));
-    out.push_back(torch::bmm(hh.g.transpose(1, 2), hh.a));
-    out.push_back(ih.g.sum(1));
-    out.push_back(hh.g.sum(1));
-  }
-  return out;
+  return PiecePerExampleGradients(DpParameters(), Pieces());
 }
 
 void DpRecurrentBase::AppendMicrobatchSquaredNorms(const torch::Tensor& microbatches,
                                                    std::vector<torch::Tensor>* out) {
-  const std::vector<Piece>& pieces = Pieces();
-  const int64_t m = microbatches.size(0);
-  // A microbatch is one record whose steps are its examples' steps.
-  auto group = [&](const torch::Tensor& x) {
-    return GroupRows(x, microbatches).reshape({m, -1, x.size(2)});
-  };
-  for (size_t k = 0; k < pieces.size(); k += 2) {
-    torch::Tensor a_ih = group(pieces[k].a), g_ih = group(pieces[k].g);
-    torch::Tensor a_hh = group(pieces[k + 1].a), g_hh = group(pieces[k + 1].g);
-    out->push_back(PositionSquaredNorms(a_ih, g_ih, method_));
-    out->push_back(PositionSquaredNorms(a_hh, g_hh, method_));
-    out->push_back(SquaredNorms(g_ih.sum(1)));
-    out->push_back(SquaredNorms(g_hh.sum(1)));
-  }
+  AppendPieceMicrobatchSquaredNorms(DpParameters(), Pieces(), microbatches, method_, out);
 }
 
 void DpRecurrentBase::AddScaledGradientSums(const std::vector<torch::Tensor>& scales,
                                             std::vector<torch::Tensor>* sums) {
-  const std::vector<Piece>& pieces = Pieces();
-  const size_t count = 2 * pieces.size();
-  TORCH_CHECK(scales.size() == count && sums->size() == count, Describe(), ": expected ", count,
-              " scale vectors and sums");
-  for (size_t k = 0; k < pieces.size(); k += 2) {
-    const size_t first = 2 * k;  // weight_ih, weight_hh, bias_ih, bias_hh of this layer
-    for (size_t j = 0; j < 2; ++j) {
-      const Piece& piece = pieces[k + j];
-      const int64_t batch = piece.a.size(0), d = piece.a.size(2), p = piece.g.size(2);
-      // sum_i s_i G_i^T A_i as one GEMM over all steps of the batch, scaling the smaller.
-      torch::Tensor s = scales[first + j].to(piece.g.scalar_type()).view({batch, 1, 1});
-      torch::Tensor& weight_sum = (*sums)[first + j];
-      if (d <= p) {
-        weight_sum.addmm_(piece.g.reshape({-1, p}).t(), (piece.a * s).reshape({-1, d}));
-      } else {
-        weight_sum.addmm_((piece.g * s).reshape({-1, p}).t(), piece.a.reshape({-1, d}));
-      }
-      (*sums)[first + 2 + j].addmv_(piece.g.sum(1).t(),
-                                    scales[first + 2 + j].to(piece.g.scalar_type()));
-    }
-  }
+  AddPieceScaledGradientSums(DpParameters(), Pieces(), scales, sums);
 }
 
 void DpRecurrentBase::ClearCapture() {
@@ -295,8 +318,14 @@ void DpRecurrentBase::ClearCapture() {
 }
 
 std::string DpRecurrentBase::Describe() const {
-  return absl::StrCat(cell_ == RecurrentCell::kLstm ? "DpLSTM(" : "DpGRU(", options_.input_size,
-                      ", ", options_.hidden_size, ", num_layers ", options_.num_layers, ")");
+  const char* name = cell_ == RecurrentCell::kLstm ? "DpLSTM("
+                     : cell_ == RecurrentCell::kGru ? "DpGRU("
+                                                    : "DpRNN(";
+  return absl::StrCat(name, options_.input_size, ", ", options_.hidden_size, ", num_layers ",
+                      options_.num_layers, options_.bidirectional ? ", bidirectional" : "",
+                      options_.proj_size > 0 ? absl::StrCat(", proj_size ", options_.proj_size)
+                                             : "",
+                      ")");
 }
 
 std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> DpLSTMImpl::forward(
@@ -324,6 +353,22 @@ std::tuple<torch::Tensor, torch::Tensor> DpGRUImpl::forward(const torch::Tensor&
 }
 
 std::tuple<torch::Tensor, torch::Tensor> DpGRUImpl::forward_with_lengths(
+    const torch::Tensor& input, const torch::Tensor& lengths, torch::Tensor hx) {
+  std::vector<torch::Tensor> given;
+  if (hx.defined()) given = {hx};
+  auto [output, states] = Run(input, InitialStates(input, given), lengths);
+  std::vector<torch::Tensor> h;
+  for (const auto& s : states) h.push_back(s[0]);
+  return {output, torch::stack(h, 0)};
+}
+
+
+std::tuple<torch::Tensor, torch::Tensor> DpRNNImpl::forward(const torch::Tensor& input,
+                                                            torch::Tensor hx) {
+  return forward_with_lengths(input, torch::Tensor(), std::move(hx));
+}
+
+std::tuple<torch::Tensor, torch::Tensor> DpRNNImpl::forward_with_lengths(
     const torch::Tensor& input, const torch::Tensor& lengths, torch::Tensor hx) {
   std::vector<torch::Tensor> given;
   if (hx.defined()) given = {hx};

@@ -31,11 +31,24 @@ void CopyParameters(nn::Module& from, nn::Module& to) {
 
 std::vector<std::string> Names(nn::Module& m) { return m.named_parameters().keys(); }
 
-DpRnnOptions Options(int64_t in, int64_t hidden, int64_t layers, bool batch_first) {
+DpRnnOptions Options(int64_t in, int64_t hidden, int64_t layers, bool batch_first,
+                     bool bidirectional = false, int64_t proj_size = 0, bool bias = true) {
   DpRnnOptions o(in, hidden);
   o.num_layers = layers;
   o.batch_first = batch_first;
+  o.bidirectional = bidirectional;
+  o.proj_size = proj_size;
+  o.bias = bias;
   return o;
+}
+
+// Same names in the same order, same shapes, and from the same seed the same values.
+void ExpectSameParameters(nn::Module& torch_module, nn::Module& dp) {
+  EXPECT_EQ(Names(torch_module), Names(dp));
+  for (const auto& p : torch_module.named_parameters()) {
+    ASSERT_NE(dp.named_parameters().find(p.key()), nullptr) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), dp.named_parameters()[p.key()])) << p.key();
+  }
 }
 
 TEST(DpRnnTest, ParametersAreNamedAndShapedAsTorchs) {
@@ -59,6 +72,25 @@ TEST(DpRnnTest, ParametersAreNamedAndShapedAsTorchs) {
   }
 }
 
+TEST(DpRnnTest, BidirectionalProjectedAndBiasFreeLayersAreNamedAndInitialisedAsTorchs) {
+  torch::manual_seed(7);
+  nn::LSTM lstm(nn::LSTMOptions(5, 7).num_layers(2).bidirectional(true).proj_size(3));
+  torch::manual_seed(7);
+  DpLSTM dp_lstm(Options(5, 7, 2, false, true, 3));
+  ExpectSameParameters(*lstm, *dp_lstm);  // weight_hr_l0, weight_ih_l1_reverse (6 inputs), ...
+  EXPECT_EQ(dp_lstm->weight_ih[2].sizes(), torch::IntArrayRef({28, 6}));
+  torch::manual_seed(8);
+  nn::GRU gru(nn::GRUOptions(4, 6).bidirectional(true).bias(false));
+  torch::manual_seed(8);
+  DpGRU dp_gru(Options(4, 6, 1, false, true, 0, false));
+  ExpectSameParameters(*gru, *dp_gru);
+  torch::manual_seed(9);
+  nn::RNN rnn(nn::RNNOptions(4, 6).num_layers(2).nonlinearity(torch::kReLU).bidirectional(true));
+  torch::manual_seed(9);
+  DpRNN dp_rnn(Options(4, 6, 2, false, true), /*relu=*/true);
+  ExpectSameParameters(*rnn, *dp_rnn);
+}
+
 TEST(DpRnnTest, LstmForwardEqualsTorchLstmBitForBit) {
   torch::manual_seed(1);
   for (bool batch_first : {false, true}) {
@@ -78,6 +110,51 @@ TEST(DpRnnTest, LstmForwardEqualsTorchLstmBitForBit) {
     torch::NoGradGuard no_grad;
     EXPECT_TRUE(torch::equal(std::get<0>(dp->forward(x, hx)), std::get<0>(lstm->forward(x, hx))));
     EXPECT_FALSE(dp->HasCapture());
+  }
+}
+
+TEST(DpRnnTest, BidirectionalProjectedLstmForwardEqualsTorchsBitForBit) {
+  torch::manual_seed(11);
+  for (bool batch_first : {false, true}) {
+    nn::LSTM lstm(nn::LSTMOptions(5, 7).num_layers(2).batch_first(batch_first).bidirectional(true)
+                      .proj_size(4));
+    DpLSTM dp(Options(5, 7, 2, batch_first, true, 4));
+    CopyParameters(*lstm, *dp);
+    torch::Tensor x = torch::randn({3, 6, 5});
+    const int64_t batch = batch_first ? 3 : 6;
+    std::tuple<torch::Tensor, torch::Tensor> hx = {torch::randn({4, batch, 4}),
+                                                   torch::randn({4, batch, 7})};
+    for (bool given : {false, true}) {
+      auto want = given ? lstm->forward(x, hx) : lstm->forward(x);
+      auto got = given ? dp->forward(x, hx) : dp->forward(x);
+      EXPECT_TRUE(torch::equal(std::get<0>(got), std::get<0>(want)));
+      EXPECT_TRUE(torch::equal(std::get<0>(std::get<1>(got)), std::get<0>(std::get<1>(want))));
+      EXPECT_TRUE(torch::equal(std::get<1>(std::get<1>(got)), std::get<1>(std::get<1>(want))));
+    }
+  }
+}
+
+TEST(DpRnnTest, BidirectionalGruAndRnnForwardsEqualTorchsBitForBit) {
+  torch::manual_seed(12);
+  nn::GRU gru(nn::GRUOptions(3, 5).num_layers(2).bidirectional(true).bias(false));
+  DpGRU dp_gru(Options(3, 5, 2, false, true, 0, false));
+  CopyParameters(*gru, *dp_gru);
+  torch::Tensor x = torch::randn({7, 4, 3});
+  torch::Tensor h0 = torch::randn({4, 4, 5});
+  auto want = gru->forward(x, h0);
+  auto got = dp_gru->forward(x, h0);
+  EXPECT_TRUE(torch::equal(std::get<0>(got), std::get<0>(want)));
+  EXPECT_TRUE(torch::equal(std::get<1>(got), std::get<1>(want)));
+  for (bool relu : {false, true}) {
+    nn::RNN rnn(nn::RNNOptions(3, 5).num_layers(2).bidirectional(true).batch_first(true)
+                    .nonlinearity(relu ? nn::RNNOptions::nonlinearity_t(torch::kReLU)
+                                       : nn::RNNOptions::nonlinearity_t(torch::kTanh)));
+    DpRNN dp_rnn(Options(3, 5, 2, true, true), relu);
+    CopyParameters(*rnn, *dp_rnn);
+    auto rnn_want = rnn->forward(x);
+    auto rnn_got = dp_rnn->forward(x);
+    EXPECT_TRUE(torch::equal(std::get<0>(rnn_got), std::get<0>(rnn_want))) << relu;
+    EXPECT_TRUE(torch::equal(std::get<1>(rnn_got), std::get<1>(rnn_want))) << relu;
   }
 }
 
@@ -122,28 +199,49 @@ TEST(DpRnnTest, PaddedForwardEqualsTorchsPackedSequences) {
                           std::get<0>(rnn::pad_packed_sequence(gru_packed_out, true))),
             1e-12);
   EXPECT_LT(RelativeError(std::get<1>(gru_got), gru_state), 1e-12);
+  // Bidirectional with projections: the reverse direction starts at each example's last
+  // step, as packed sequences do.
+  nn::LSTM bi(nn::LSTMOptions(4, 5).num_layers(2).batch_first(true).bidirectional(true)
+                  .proj_size(3));
+  DpLSTM dp_bi(Options(4, 5, 2, true, true, 3));
+  CopyParameters(*bi, *dp_bi);
+  bi->to(torch::kFloat64), dp_bi->to(torch::kFloat64);
+  auto [bi_packed_out, bi_state] = bi->forward_with_packed_input(packed);
+  auto bi_got = dp_bi->forward_with_lengths(x, lengths);
+  EXPECT_LT(RelativeError(std::get<0>(bi_got),
+                          std::get<0>(rnn::pad_packed_sequence(bi_packed_out, true))),
+            1e-12);
+  EXPECT_LT(RelativeError(std::get<0>(std::get<1>(bi_got)), std::get<0>(bi_state)), 1e-12);
+  EXPECT_LT(RelativeError(std::get<1>(std::get<1>(bi_got)), std::get<1>(bi_state)), 1e-12);
 }
 
 // A recurrent classifier over padded sequences: inputs (B, T, in + 1) whose last feature holds
 // the example's length (so the batch-size-1 loop sees it too); logits from the last layer's
-// final state and the sum of the outputs. The reference runs torch::lstm / torch::gru on the
-// example's first `length` steps.
+// final state(s) and the sum of the outputs. The reference runs torch::lstm / gru / rnn_tanh /
+// rnn_relu on the example's first `length` steps.
+enum class Kind { kLstm, kGru, kRnnTanh, kRnnRelu };
 struct RecurrentNet : nn::Module {
   std::shared_ptr<DpRecurrentBase> rnn;
   DpLinear fc{nullptr};
-  bool lstm;
-  RecurrentNet(bool lstm, const DpRnnOptions& o) : lstm(lstm) {
-    if (lstm) {
+  Kind kind;
+  RecurrentNet(Kind kind, const DpRnnOptions& o) : kind(kind) {
+    if (kind == Kind::kLstm) {
       rnn = register_module("rnn", std::make_shared<DpLSTMImpl>(o));
-    } else {
+    } else if (kind == Kind::kGru) {
       rnn = register_module("rnn", std::make_shared<DpGRUImpl>(o));
+    } else {
+      rnn = register_module("rnn", std::make_shared<DpRNNImpl>(o, kind == Kind::kRnnRelu));
     }
-    fc = register_module("fc", DpLinear(o.hidden_size, 3));
+    const int64_t out = o.proj_size > 0 ? o.proj_size : o.hidden_size;
+    fc = register_module("fc", DpLinear(out * (o.bidirectional ? 4 : 2), 3));
   }
   // The reference calls plain F::linear on fc's parameters (DpLinear's forward gives its
-  // parameters no ordinary gradient).
+  // parameters no ordinary gradient). Features: the last layer's final states (both
+  // directions) and the outputs summed over time.
   torch::Tensor Head(const torch::Tensor& output, const torch::Tensor& h_n, bool reference) {
-    torch::Tensor features = torch::tanh(h_n.select(0, h_n.size(0) - 1) + output.sum(1));
+    const int64_t d = rnn->directions();
+    torch::Tensor last = h_n.narrow(0, h_n.size(0) - d, d).transpose(0, 1).flatten(1);
+    torch::Tensor features = torch::tanh(torch::cat({last, output.sum(1)}, 1));
     return reference ? F::linear(features, fc->weight, fc->bias) : fc(features);
   }
   torch::Tensor Forward(const torch::Tensor& x, bool reference) {
@@ -151,30 +249,44 @@ struct RecurrentNet : nn::Module {
     torch::Tensor features = x.narrow(2, 0, in);
     torch::Tensor lengths = x.select(2, in).select(1, 0).to(torch::kLong);
     if (!reference) {
-      if (lstm) {
+      if (kind == Kind::kLstm) {
         auto out = static_cast<DpLSTMImpl*>(rnn.get())->forward_with_lengths(features, lengths);
         return Head(std::get<0>(out), std::get<0>(std::get<1>(out)), false);
       }
-      auto out = static_cast<DpGRUImpl*>(rnn.get())->forward_with_lengths(features, lengths);
+      std::tuple<torch::Tensor, torch::Tensor> out =
+          kind == Kind::kGru
+              ? static_cast<DpGRUImpl*>(rnn.get())->forward_with_lengths(features, lengths)
+              : static_cast<DpRNNImpl*>(rnn.get())->forward_with_lengths(features, lengths);
       return Head(std::get<0>(out), std::get<1>(out), false);
     }
     EXPECT_EQ(x.size(0), 1);
     torch::Tensor steps = features.narrow(1, 0, lengths.item<int64_t>());
     const DpRnnOptions& o = rnn->options();
-    torch::Tensor h0 = torch::zeros({o.num_layers, 1, o.hidden_size}, x.options());
-    if (lstm) {
-      auto out = torch::lstm(steps, {h0, h0}, rnn->DpParameters(), true, o.num_layers, 0, false,
-                             false, true);
+    const int64_t cells = o.num_layers * rnn->directions();
+    torch::Tensor h0 = torch::zeros({cells, 1, rnn->output_size()}, x.options());
+    std::vector<torch::Tensor> params = rnn->DpParameters();
+    if (kind == Kind::kLstm) {
+      torch::Tensor c0 = torch::zeros({cells, 1, o.hidden_size}, x.options());
+      auto out = torch::lstm(steps, {h0, c0}, params, o.bias, o.num_layers, 0, false,
+                             o.bidirectional, true);
       return Head(std::get<0>(out), std::get<1>(out), true);
     }
-    auto out =
-        torch::gru(steps, h0, rnn->DpParameters(), true, o.num_layers, 0, false, false, true);
+    std::tuple<torch::Tensor, torch::Tensor> out;
+    if (kind == Kind::kGru) {
+      out = torch::gru(steps, h0, params, o.bias, o.num_layers, 0, false, o.bidirectional, true);
+    } else if (kind == Kind::kRnnTanh) {
+      out = torch::rnn_tanh(steps, h0, params, o.bias, o.num_layers, 0, false, o.bidirectional,
+                            true);
+    } else {
+      out = torch::rnn_relu(steps, h0, params, o.bias, o.num_layers, 0, false, o.bidirectional,
+                            true);
+    }
     return Head(std::get<0>(out), std::get<1>(out), true);
   }
 };
 
-TestModel RecurrentModel(bool lstm, const DpRnnOptions& o) {
-  auto net = std::make_shared<RecurrentNet>(lstm, o);
+TestModel RecurrentModel(Kind kind, const DpRnnOptions& o) {
+  auto net = std::make_shared<RecurrentNet>(kind, o);
   net->to(torch::kFloat64);
   return ModelFromBody(net, [raw = net.get()](const torch::Tensor& x, bool reference) {
     return raw->Forward(x, reference);
@@ -192,22 +304,46 @@ torch::Tensor PaddedInputs(const std::vector<int64_t>& lengths, int64_t steps, i
 
 TEST(DpRnnTest, LstmPerExampleGradientsMatchBatchSizeOneLoopWithPadding) {
   torch::manual_seed(4);
-  TestModel model = RecurrentModel(true, Options(4, 6, 2, true));
+  TestModel model = RecurrentModel(Kind::kLstm, Options(4, 6, 2, true));
   CheckAgainstLoop(model, PaddedInputs({5, 2, 5, 1, 3}, 5, 4),
                    torch::tensor({0, 2, 1, 1, 0}, torch::kLong));
 }
 
 TEST(DpRnnTest, GruPerExampleGradientsMatchBatchSizeOneLoopWithPadding) {
   torch::manual_seed(5);
-  TestModel model = RecurrentModel(false, Options(4, 6, 2, true));
+  TestModel model = RecurrentModel(Kind::kGru, Options(4, 6, 2, true));
   CheckAgainstLoop(model, PaddedInputs({3, 5, 1, 4, 5}, 5, 4),
                    torch::tensor({1, 0, 2, 1, 2}, torch::kLong));
+}
+
+TEST(DpRnnTest, BidirectionalProjectedLstmPerExampleGradientsMatchTheLoopWithPadding) {
+  torch::manual_seed(13);
+  TestModel model = RecurrentModel(Kind::kLstm, Options(4, 6, 2, true, true, 3));
+  CheckAgainstLoop(model, PaddedInputs({5, 2, 5, 1, 3}, 5, 4),
+                   torch::tensor({0, 2, 1, 1, 0}, torch::kLong));
+}
+
+TEST(DpRnnTest, BidirectionalBiasFreeGruPerExampleGradientsMatchTheLoopWithPadding) {
+  torch::manual_seed(14);
+  TestModel model = RecurrentModel(Kind::kGru, Options(4, 6, 2, true, true, 0, false));
+  CheckAgainstLoop(model, PaddedInputs({3, 5, 1, 4, 5}, 5, 4),
+                   torch::tensor({1, 0, 2, 1, 2}, torch::kLong));
+}
+
+TEST(DpRnnTest, RnnPerExampleGradientsMatchTheLoopWithPadding) {
+  torch::manual_seed(15);
+  TestModel tanh_model = RecurrentModel(Kind::kRnnTanh, Options(4, 6, 2, true, true));
+  CheckAgainstLoop(tanh_model, PaddedInputs({4, 2, 4, 1}, 4, 4),
+                   torch::tensor({1, 0, 2, 1}, torch::kLong));
+  TestModel relu_model = RecurrentModel(Kind::kRnnRelu, Options(4, 6, 1, true));
+  CheckAgainstLoop(relu_model, PaddedInputs({4, 3, 4, 2}, 4, 4),
+                   torch::tensor({2, 0, 1, 1}, torch::kLong));
 }
 
 TEST(DpRnnTest, LongSequencesUseMaterialisedNormsAndMatchTheLoop) {
   // T (d + p) >= d p for both projections: kAuto materialises; the loop still agrees.
   torch::manual_seed(6);
-  TestModel model = RecurrentModel(true, Options(2, 3, 1, true));
+  TestModel model = RecurrentModel(Kind::kLstm, Options(2, 3, 1, true));
   CheckAgainstLoop(model, PaddedInputs({12, 7, 12}, 12, 2),
                    torch::tensor({0, 1, 2}, torch::kLong));
 }

@@ -97,6 +97,22 @@ absl::StatusOr<Replacement> ReplaceConv2d(const std::string& path, torch::nn::Co
   return Wrap(layer);
 }
 
+// Every torch::nn::Conv1d configuration: DpConv1d takes its options (dp_conv1d.h).
+absl::StatusOr<Replacement> ReplaceConv1d(torch::nn::Conv1dImpl& m) {
+  const auto& o = m.options;
+  torch::nn::Conv1dOptions options(o.in_channels(), o.out_channels(), o.kernel_size());
+  options.stride(o.stride())
+      .padding(o.padding())
+      .dilation(o.dilation())
+      .groups(o.groups())
+      .bias(o.bias())
+      .padding_mode(o.padding_mode());
+  auto layer = MakeShared<DpConv1dImpl>(options);
+  layer->Adopt("weight", &layer->weight, m.weight);
+  if (o.bias()) layer->Adopt("bias", &layer->bias, m.bias);
+  return Wrap(layer);
+}
+
 absl::StatusOr<Replacement> ReplaceEmbedding(const std::string& path,
                                              torch::nn::EmbeddingImpl& m) {
   const auto& o = m.options;
@@ -127,35 +143,52 @@ absl::StatusOr<Replacement> ReplaceGroupNorm(torch::nn::GroupNormImpl& m) {
   return Wrap(layer);
 }
 
-// torch::nn::LSTM and GRU: DpLSTM / DpGRU of the same options adopting weight_ih_l{k},
-// weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (dp_rnn.h: the same ops, so the same outputs).
+// torch::nn::LSTM, GRU and RNN: DpLSTM / DpGRU / DpRNN of the same options adopting every
+// weight_ih_l{k}, weight_hh_l{k}, bias_*, weight_hr_l{k} and *_reverse (dp_rnn.h: the same
+// ops, so the same outputs).
 template <typename Layer, typename TorchImpl>
-absl::StatusOr<Replacement> ReplaceRecurrent(const std::string& path, TorchImpl& m) {
+absl::StatusOr<Replacement> ReplaceRecurrent(TorchImpl& m) {
   const auto& o = m.options;
-  bool projected = false;
-  if constexpr (std::is_same_v<TorchImpl, torch::nn::LSTMImpl>) projected = o.proj_size() != 0;
-  if (o.bidirectional() || !o.bias() || projected) {
-    return Refuse(path, m,
-                  "is bidirectional, has no bias or projects its hidden state (proj_size), "
-                  "which DpLSTM/DpGRU do not support: use bidirectional(false), bias(true), "
-                  "proj_size(0)");
-  }
   DpRnnOptions options(o.input_size(), o.hidden_size());
   options.num_layers = o.num_layers();
+  options.bias = o.bias();
   options.batch_first = o.batch_first();
   options.dropout = o.dropout();
-  auto layer = MakeShared<Layer>(options);
-  auto own = m.named_parameters(/*recurse=*/false);
-  for (int64_t k = 0; k < options.num_layers; ++k) {
-    for (auto [name, member] : {std::pair{"weight_ih_l", &layer->weight_ih[k]},
-                                {"weight_hh_l", &layer->weight_hh[k]},
-                                {"bias_ih_l", &layer->bias_ih[k]},
-                                {"bias_hh_l", &layer->bias_hh[k]}}) {
-      const std::string key = absl::StrCat(name, k);
-      layer->Adopt(key, member, own[key]);
-    }
+  options.bidirectional = o.bidirectional();
+  std::shared_ptr<Shared<Layer>> layer;
+  if constexpr (std::is_same_v<TorchImpl, torch::nn::LSTMImpl>) options.proj_size = o.proj_size();
+  if constexpr (std::is_same_v<TorchImpl, torch::nn::RNNImpl>) {
+    layer = MakeShared<Layer>(
+        options, c10::holds_alternative<torch::enumtype::kReLU>(o.nonlinearity()));
+  } else {
+    layer = MakeShared<Layer>(options);
   }
+  auto own = m.named_parameters(/*recurse=*/false);
+  for (auto [name, member] : layer->NamedParameterSlots()) layer->Adopt(name, member, own[name]);
   return Wrap(layer);
+}
+
+// torch::nn::MultiheadAttention: DpTorchMultiheadAttention of the same options adopting its
+// own parameters and, in a DpTimeMajorLinear of its own, out_proj's (dp_attention.h: the
+// same ops, so the same outputs and attention weights).
+absl::StatusOr<Replacement> ReplaceMultiheadAttention(torch::nn::MultiheadAttentionImpl& m) {
+  auto layer = MakeShared<DpTorchMultiheadAttentionImpl>(m.options);
+  auto own = m.named_parameters(/*recurse=*/false);
+  for (auto [name, member] : layer->NamedParameterSlots()) layer->Adopt(name, member, own[name]);
+  const int64_t e = m.options.embed_dim();
+  auto out = MakeShared<DpTimeMajorLinearImpl>(e, e, m.options.bias());
+  out->Adopt("weight", &out->weight, m.out_proj->weight);
+  if (m.options.bias()) out->Adopt("bias", &out->bias, m.out_proj->bias);
+  layer->out_proj = layer->replace_module(
+      "out_proj", DpTimeMajorLinear(std::shared_ptr<DpTimeMajorLinearImpl>(out)));
+  return Wrap(layer);
+}
+
+// Modules whose forward calls their layers through member holders, which a replacement
+// cannot reach (file comment of make_private.h).
+bool CallsLayersThroughMembers(torch::nn::Module& m) {
+  return dynamic_cast<torch::nn::TransformerEncoderLayerImpl*>(&m) != nullptr ||
+         dynamic_cast<torch::nn::TransformerDecoderLayerImpl*>(&m) != nullptr;
 }
 
 // The module's own (not its children's) parameters: how many, how many trainable.
@@ -166,6 +199,13 @@ std::pair<int, int> OwnParameters(const torch::nn::Module& module) {
     trainable += p.value().requires_grad() ? 1 : 0;
   }
   return {all, trainable};
+}
+
+// The trainable parameters of `module` and its children.
+int64_t TrainableParameters(const torch::nn::Module& module) {
+  int64_t trainable = 0;
+  for (const auto& p : module.named_parameters()) trainable += p.value().requires_grad() ? 1 : 0;
+  return trainable;
 }
 
 bool IsBatchNorm(torch::nn::Module& m) {
@@ -183,6 +223,24 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
                   "mixes the examples of a batch, so per-example gradients are undefined: "
                   "use torch::nn::GroupNorm instead");
   }
+  if (CallsLayersThroughMembers(m) && TrainableParameters(m) > 0) {
+    return Refuse(path, m,
+                  "calls its attention, Linear and LayerNorm layers through member holders, "
+                  "which cannot be made private (make_private.h): write the block with "
+                  "torch::nn::MultiheadAttention, Linear and LayerNorm held in "
+                  "torch::nn::Sequential members");
+  }
+  if (auto* a = dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m)) {
+    // Its parameters and out_proj's are one rule: all trainable, or all frozen (kept).
+    const int64_t trainable = TrainableParameters(m);
+    if (trainable == 0) return Replacement{};
+    if (trainable != static_cast<int64_t>(m.named_parameters().size())) {
+      return Refuse(path, m,
+                    "has frozen and trainable parameters together (out_proj included): freeze "
+                    "all of them or none");
+    }
+    return ReplaceMultiheadAttention(*a);
+  }
   auto [all, trainable] = OwnParameters(m);
   if (trainable == 0) return Replacement{};
   if (trainable != all) {
@@ -190,29 +248,31 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
                   "has frozen and trainable parameters together: freeze all of them or none");
   }
   if (auto* l = dynamic_cast<torch::nn::LinearImpl*>(&m)) return ReplaceLinear(path, *l);
+  if (auto* c = dynamic_cast<torch::nn::Conv1dImpl*>(&m)) return ReplaceConv1d(*c);
   if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(&m)) return ReplaceConv2d(path, *c);
   if (auto* e = dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) return ReplaceEmbedding(path, *e);
   if (auto* n = dynamic_cast<torch::nn::LayerNormImpl*>(&m)) return ReplaceLayerNorm(*n);
   if (auto* g = dynamic_cast<torch::nn::GroupNormImpl*>(&m)) return ReplaceGroupNorm(*g);
-  if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(path, *r);
-  if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(path, *r);
-  if (dynamic_cast<torch::nn::MultiheadAttentionImpl*>(&m) != nullptr) {
-    // Its forward(query, key, value, ...) is not virtual and no container calls it through
-    // AnyModule, so a replacement could never be reached from the user's forward.
+  if (auto* r = dynamic_cast<torch::nn::LSTMImpl*>(&m)) return ReplaceRecurrent<DpLSTMImpl>(*r);
+  if (auto* r = dynamic_cast<torch::nn::GRUImpl*>(&m)) return ReplaceRecurrent<DpGRUImpl>(*r);
+  if (auto* r = dynamic_cast<torch::nn::RNNImpl*>(&m)) return ReplaceRecurrent<DpRNNImpl>(*r);
+  if (dynamic_cast<torch::nn::Conv3dImpl*>(&m) != nullptr) {
     return Refuse(path, m,
-                  "cannot be swapped in place (its forward takes query, key and value and is "
-                  "called through its own type): write dpkit::optim::DpMultiheadAttention, which "
-                  "keeps its in_proj_weight / in_proj_bias layout");
+                  "has no per-example gradient rule (Conv1d and Conv2d have): fold one spatial "
+                  "axis into the channels or batch and use torch::nn::Conv2d");
   }
-  if (dynamic_cast<torch::nn::Conv1dImpl*>(&m) != nullptr) {
+  if (dynamic_cast<torch::nn::ConvTranspose1dImpl*>(&m) != nullptr ||
+      dynamic_cast<torch::nn::ConvTranspose2dImpl*>(&m) != nullptr ||
+      dynamic_cast<torch::nn::ConvTranspose3dImpl*>(&m) != nullptr) {
     return Refuse(path, m,
-                  "has no per-example gradient rule yet: use torch::nn::Conv2d with kernel "
-                  "(1, k) on inputs of height 1");
+                  "has no per-example gradient rule: upsample (torch::nn::Upsample) and use "
+                  "torch::nn::Conv1d or Conv2d instead");
   }
   return Refuse(path, m,
                 "has trainable parameters without a per-example gradient rule: use "
-                "torch::nn::Linear, Conv2d, Embedding, LayerNorm, GroupNorm, LSTM or GRU (or a "
-                "dpkit Dp* layer), or freeze them (requires_grad false)");
+                "torch::nn::Linear, Conv1d, Conv2d, Embedding, LayerNorm, GroupNorm, "
+                "MultiheadAttention, LSTM, GRU or RNN (or a dpkit Dp* layer), or freeze them "
+                "(requires_grad false)");
 }
 
 struct PlannedReplacement {
@@ -258,7 +318,7 @@ void Apply(PlannedReplacement& r) {
 
 // Stops backward() when a replaced parameter receives an ordinary gradient (file comment).
 void GuardParameters(const std::string& path, torch::nn::Module& module) {
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+  for (const auto& p : module.named_parameters()) {  // with children (attention's out_proj)
     std::string name = absl::StrCat(path, ".", p.key());
     torch::Tensor tensor = p.value();
     tensor.register_hook([name](const torch::Tensor& grad) -> torch::Tensor {

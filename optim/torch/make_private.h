@@ -2,20 +2,29 @@
 // Opacus' make_private(module, optimizer, data_loader, noise_multiplier, max_grad_norm)).
 //
 // ConvertToPerExample walks the model's module tree (named_children: Sequential, ModuleList,
-// ModuleDict, the user's own module classes) and replaces every torch::nn::Linear, Conv2d,
-// Embedding, LayerNorm, GroupNorm, LSTM and GRU by the per-example layer of the same
-// configuration (DpLinear, DpConv2d, DpEmbedding, DpLayerNorm, DpGroupNorm, DpLSTM, DpGRU;
+// ModuleDict, the user's own module classes) and replaces every torch::nn::Linear, Conv1d,
+// Conv2d, Embedding, LayerNorm, GroupNorm, MultiheadAttention, LSTM, GRU and RNN by the
+// per-example layer of the same configuration (DpLinear, DpConv1d, DpConv2d, DpEmbedding,
+// DpLayerNorm, DpGroupNorm, DpTorchMultiheadAttention, DpLSTM, DpGRU, DpRNN;
 // per_example_layers.h) that SHARES the original's parameter tensors: the same TensorImpls
-// under the same names, so named_parameters(), an optimizer built before the call, and
+// under the same names (in_proj_weight, out_proj.weight, weight_ih_l0_reverse,
+// weight_hr_l0, ...), so named_parameters(), an optimizer built before the call, and
 // checkpoints keep working, and the outputs are those of the original module (Linear on
-// (B, in), Conv2d, Embedding, LSTM, GRU: bit for bit; the affine norms apply their affine
-// after the normalisation, to rounding).
+// (B, in), Conv1d in every configuration, Conv2d, Embedding, MultiheadAttention's output
+// and attention weights, LSTM / GRU / RNN bidirectional or projected: bit for bit, the same
+// ops in the same order; the affine norms apply their affine after the normalisation, and
+// Linear over (B, T, in) is one addmm where torch's is matmul then add: to rounding).
+// MultiheadAttention keeps LibTorch 1.13's forward(query, key, value, key_padding_mask,
+// need_weights, attn_mask, average_attn_weights) with (L, B, E) inputs (1.13 has no
+// batch_first), kdim / vdim, bias(false), add_bias_kv, add_zero_attn and dropout.
 // Dp* layers already in the model are kept. It refuses, with one line naming the module's
 // path and what to use instead: BatchNorm (mixes examples), any other module with trainable
-// parameters and no per-example rule, a configuration the rules do not cover (Linear
-// without bias, grouped or non-zero-padded convolutions, Embedding with padding_idx /
-// max_norm / sparse, bidirectional or projected LSTM/GRU, or without biases), and a root
-// that is itself such a layer (wrap it in a Sequential).
+// parameters and no per-example rule (Conv3d, ConvTranspose*, Bilinear, PReLU, ...), a
+// configuration the rules do not cover (Linear without bias; Conv2d grouped, bias-free or
+// not zero-padded; Embedding with padding_idx / max_norm / sparse), frozen and trainable
+// parameters in one layer, TransformerEncoderLayer / TransformerDecoderLayer (they call
+// their layers through member holders, below), and a root that is itself such a layer (wrap
+// it in a Sequential).
 //
 // A layer the user's class keeps in a plain member holder (`torch::nn::Linear fc{nullptr}`,
 // called as `fc(x)`) cannot be made private, and MakePrivate does not try. Why (LibTorch
@@ -27,7 +36,10 @@
 //    holder would run torch's own forward.
 //  - Converting the Impl in place (same object in holder and tree): an object's type cannot
 //    change, and what LinearImpl::forward (or LSTMImpl's, through flat_weights_) reads of it
-//    is only its parameter tensors: F::linear(input, weight, bias).
+//    is only its parameter tensors: F::linear(input, weight, bias). MultiheadAttentionImpl's
+//    likewise passes in_proj_weight and out_proj->weight to F::multi_head_attention_forward,
+//    and TransformerEncoderLayer / DecoderLayer call their attention, Linear and LayerNorm
+//    through member holders (hence their refusal).
 //  - Substituting those tensors, or hooks on the original parameters: whatever sits in
 //    `weight` receives in backward only dL/dW = sum_i G_i^T A_i, summed over the batch inside
 //    linear's own backward (one matrix product), and the per-example norms ||G_i^T A_i|| are
@@ -43,9 +55,11 @@
 //    backward() of the summed loss does.
 // So a forward pass must reach the layers through the tree: a Sequential's forward (a
 // member `torch::nn::Sequential fc{nullptr}` holding ONE layer, called as fc->forward(x),
-// works: its list is updated), a ModuleList / ModuleDict looked up at call time. A stale
-// member holder cannot train silently without clipping: every replaced parameter gets an
-// autograd hook that stops backward() with a one-line error if the parameter receives an
+// works: its list is updated; for attention `attn->forward<std::tuple<Tensor, Tensor>>(q, k,
+// v, key_padding_mask)`, which calls the replacement with torch's arguments and defaults),
+// a ModuleList / ModuleDict looked up at call time. A stale member holder cannot train
+// silently without clipping: every replaced parameter (attention's out_proj included) gets
+// an autograd hook that stops backward() with a one-line error if the parameter receives an
 // ordinary (summed, unclipped) gradient, which happens only when the forward pass used it
 // outside its per-example rule (a stale member holder, a tied weight used functionally).
 //

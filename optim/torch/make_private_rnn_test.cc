@@ -73,16 +73,31 @@ TEST(MakePrivateRnnTest, ReplacesAGruKeepingItsOutputs) {
   EXPECT_TRUE(torch::equal(std::get<1>(after), std::get<1>(before)));
 }
 
-TEST(MakePrivateRnnTest, RefusesBidirectionalAndProjectedRecurrentLayers) {
-  nn::Sequential bidirectional(nn::LSTM(nn::LSTMOptions(3, 4).bidirectional(true)));
-  EXPECT_EQ(std::string(ConvertToPerExample(*bidirectional).message()),
-            "MakePrivate: module '0' (torch::nn::LSTMImpl) is bidirectional, has no bias or "
-            "projects its hidden state (proj_size), which DpLSTM/DpGRU do not support: use "
-            "bidirectional(false), bias(true), proj_size(0)");
-  nn::Sequential projected(nn::LSTM(nn::LSTMOptions(3, 4).proj_size(2)));
-  EXPECT_FALSE(ConvertToPerExample(*projected).ok());
-  nn::Sequential no_bias(nn::GRU(nn::GRUOptions(3, 4).bias(false)));
-  EXPECT_FALSE(ConvertToPerExample(*no_bias).ok());
+TEST(MakePrivateRnnTest, ReplacesBidirectionalProjectedBiasFreeAndSimpleRecurrentLayers) {
+  torch::manual_seed(5);
+  nn::Sequential lstm(
+      nn::LSTM(nn::LSTMOptions(3, 5).num_layers(2).bidirectional(true).proj_size(2)));
+  nn::Sequential gru(nn::GRU(nn::GRUOptions(3, 4).bias(false).bidirectional(true)));
+  nn::Sequential rnn(nn::RNN(nn::RNNOptions(3, 4).nonlinearity(torch::kReLU).num_layers(2)));
+  torch::Tensor x = torch::randn({6, 2, 3});
+  using Pair = std::tuple<torch::Tensor, torch::Tensor>;
+  auto lstm_before = lstm->forward<std::tuple<torch::Tensor, Pair>>(x);
+  auto gru_before = gru->forward<Pair>(x);
+  auto rnn_before = rnn->forward<Pair>(x);
+  std::map<std::string, torch::TensorImpl*> impls = ParameterImpls(*lstm);
+  ASSERT_TRUE(ConvertToPerExample(*lstm).ok());
+  ASSERT_TRUE(ConvertToPerExample(*gru).ok());
+  ASSERT_TRUE(ConvertToPerExample(*rnn).ok());
+  EXPECT_EQ(ParameterImpls(*lstm), impls);  // weight_hr_l1_reverse, ... the same tensors
+  EXPECT_NE(lstm[0]->as<DpLSTMImpl>(), nullptr);
+  EXPECT_NE(gru[0]->as<DpGRUImpl>(), nullptr);
+  EXPECT_NE(rnn[0]->as<DpRNNImpl>(), nullptr);
+  auto lstm_after = lstm->forward<std::tuple<torch::Tensor, Pair>>(x);
+  EXPECT_TRUE(torch::equal(std::get<0>(lstm_after), std::get<0>(lstm_before)));
+  EXPECT_TRUE(torch::equal(std::get<0>(std::get<1>(lstm_after)),
+                           std::get<0>(std::get<1>(lstm_before))));
+  EXPECT_TRUE(torch::equal(std::get<0>(gru->forward<Pair>(x)), std::get<0>(gru_before)));
+  EXPECT_TRUE(torch::equal(std::get<1>(rnn->forward<Pair>(x)), std::get<1>(rnn_before)));
 }
 
 // The documented alternative to a plain member holder (make_private.h): a member Sequential

@@ -98,6 +98,34 @@ TEST(MakePrivateTest, SequenceEmbeddingAndNormsKeepTheirOutputs) {
   EXPECT_LT(RelativeError(image->forward(pixels), image_before), 1e-6);
 }
 
+TEST(MakePrivateTest, ReplacesConv1dKeepingParameterTensorsAndOutputsBitForBit) {
+  torch::manual_seed(7);
+  // Grouped, dilated, "same" (even kernel: asymmetric), reflect-padded and bias-free
+  // one-dimensional convolutions over (B, C, L).
+  nn::Sequential net(
+      nn::Conv1d(nn::Conv1dOptions(3, 6, 4).padding(torch::kSame)), nn::ReLU(),
+      nn::Conv1d(nn::Conv1dOptions(6, 4, 3).groups(2).dilation(2).padding(2).bias(false)),
+      nn::Conv1d(nn::Conv1dOptions(4, 4, 3).stride(2).padding(1).padding_mode(torch::kReflect)),
+      nn::Flatten(), nn::Linear(4 * 6, 2));
+  torch::Tensor x = torch::randn({5, 3, 12});
+  torch::Tensor before = net->forward(x);
+  std::map<std::string, torch::TensorImpl*> impls = ParameterImpls(*net);
+  ASSERT_TRUE(ConvertToPerExample(*net).ok());
+  EXPECT_EQ(ParameterImpls(*net), impls);  // same names (no "2.bias"), same tensors
+  for (int i : {0, 2, 3}) EXPECT_NE(net[i]->as<DpConv1dImpl>(), nullptr) << i;
+  EXPECT_TRUE(torch::equal(net->forward(x), before));
+  // A DP step: every trainable parameter belongs to a rule (the bias-free layer has one).
+  DpOptimizerOptions options;
+  options.expected_batch_size = 5;
+  auto dp = DpOptimizer::Create(*net, *MakeTorchOptimizer("sgd", net->parameters(), 0.1),
+                                options,
+                                std::make_unique<mechanisms::SeededRandomGeneratorForTesting>(2));
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  PerExampleLoss(net->forward(x), torch::tensor({0, 1, 1, 0, 1}, torch::kLong)).sum().backward();
+  ASSERT_TRUE((*dp)->AccumulatePhysicalBatch().ok());
+  EXPECT_EQ((*dp)->last_norms().size(), 5u);
+}
+
 TEST(MakePrivateTest, ConvertedModelMatchesTheBatchSizeOneLoop) {
   torch::manual_seed(3);
   nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(1, 3, 3)), nn::GroupNorm(1, 3), nn::ReLU(),
@@ -193,9 +221,9 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   nn::Sequential prelu(nn::Linear(3, 3), nn::PReLU());
   EXPECT_EQ(ConvertError(*prelu),
             "MakePrivate: module '1' (torch::nn::PReLUImpl) has trainable parameters without a "
-            "per-example gradient rule: use torch::nn::Linear, Conv2d, Embedding, LayerNorm, "
-            "GroupNorm, LSTM or GRU (or a dpkit Dp* layer), or freeze them (requires_grad "
-            "false)");
+            "per-example gradient rule: use torch::nn::Linear, Conv1d, Conv2d, Embedding, "
+            "LayerNorm, GroupNorm, MultiheadAttention, LSTM, GRU or RNN (or a dpkit Dp* layer), "
+            "or freeze them (requires_grad false)");
   struct Custom : nn::Module {
     torch::Tensor scale = register_parameter("scale", torch::ones({3}));
     torch::Tensor forward(const torch::Tensor& x) { return x * scale; }
@@ -205,18 +233,29 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   EXPECT_NE(ConvertError(*custom).find("module '1' ("), std::string::npos);
   EXPECT_NE(ConvertError(*custom).find("has trainable parameters without a per-example"),
             std::string::npos);
-  nn::Sequential vanilla_rnn(nn::RNN(3, 4));
-  EXPECT_NE(ConvertError(*vanilla_rnn).find("module '0' (torch::nn::RNNImpl) has trainable"),
+  nn::Sequential bilinear(nn::Linear(3, 3));
+  bilinear->push_back(nn::Bilinear(3, 3, 2));
+  EXPECT_NE(ConvertError(*bilinear).find("module '1' (torch::nn::BilinearImpl) has trainable"),
             std::string::npos);
+  // torch::nn::MultiheadAttention is replaced (make_private_attention_test), also in a
+  // ModuleDict, looked up at call time.
   nn::ModuleDict attention(std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
       {"attn", nn::MultiheadAttention(8, 2).ptr()}});
-  EXPECT_NE(ConvertError(*attention).find("module 'attn' (torch::nn::MultiheadAttention) "
-                                          "cannot be swapped in place"),
-            std::string::npos);
-  EXPECT_NE(ConvertError(*attention).find("DpMultiheadAttention"), std::string::npos);
-  nn::Sequential conv1d(nn::Conv1d(2, 2, 3));
-  EXPECT_NE(ConvertError(*conv1d).find("module '0' (torch::nn::Conv1d"), std::string::npos);
-  EXPECT_NE(ConvertError(*conv1d).find("has no per-example gradient rule yet"), std::string::npos);
+  EXPECT_TRUE(ConvertToPerExample(*attention).ok());
+  EXPECT_NE(attention["attn"]->as<DpTorchMultiheadAttentionImpl>(), nullptr);
+  nn::Sequential conv3d(nn::Linear(2, 2), nn::Conv3d(2, 2, 3));
+  EXPECT_EQ(ConvertError(*conv3d),
+            "MakePrivate: module '1' (torch::nn::Conv3dImpl) has no per-example gradient rule "
+            "(Conv1d and Conv2d have): fold one spatial axis into the channels or batch and use "
+            "torch::nn::Conv2d");
+  for (auto transposed : {nn::Sequential(nn::ConvTranspose1d(2, 2, 3)),
+                          nn::Sequential(nn::ConvTranspose2d(2, 2, 3)),
+                          nn::Sequential(nn::ConvTranspose3d(2, 2, 3))}) {
+    EXPECT_NE(ConvertError(*transposed).find("has no per-example gradient rule: upsample "
+                                             "(torch::nn::Upsample) and use torch::nn::Conv1d "
+                                             "or Conv2d instead"),
+              std::string::npos);
+  }
   // Frozen parameters need no rule.
   nn::Sequential frozen(nn::Linear(3, 3), nn::PReLU());
   frozen[1]->as<nn::PReLUImpl>()->weight.set_requires_grad(false);

@@ -38,8 +38,9 @@ absl::Status ValidateForPerExampleGradients(torch::nn::Module& model,
       return absl::InvalidArgumentError(absl::StrCat(
           "module '", name, "' (", type,
           ") has trainable parameters without a per-example gradient rule; supported: "
-          "DpLinear, DpConv2d, DpEmbedding, DpGroupNorm, DpLayerNorm, DpLSTM, DpGRU (with any "
-          "parameter-free activations and pooling between them)"));
+          "DpLinear, DpConv1d, DpConv2d, DpEmbedding, DpGroupNorm, DpLayerNorm, "
+          "DpTorchMultiheadAttention, DpLSTM, DpGRU, DpRNN (with any parameter-free "
+          "activations and pooling between them)"));
     }
   }
   if (layers->empty()) {

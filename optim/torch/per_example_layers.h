@@ -7,10 +7,13 @@
 // the ordinary (summed) weight gradient, which DpOptimizer computes afterwards with each
 // example's clip factor folded in (Bu et al. 2022, "book-keeping"). Per layer:
 //   Linear     z = a W^T + b          per-example grad  G_i^T A_i   (T positions summed)
-//   Conv2d     im2col U_i (Ckk x L)   per-example grad  G_i U_i^T
+//   Conv1d / Conv2d  im2row U_i (L x Ck)  per-example grad  G_i U_i (per group for Conv1d)
 //   Embedding  rows x_t               per-example grad  sum_t e_{x_t} g_t^T  (sparse rows)
 //   GroupNorm / LayerNorm affine      per-example grad  sum over positions of g * x_hat
-//   LSTM / GRU layer  x_t, h_{t-1}    per-example grads sum_t g_t x_t^T, sum_t g_t h_{t-1}^T
+//   MultiheadAttention  in-projections of query / key / value rows, bias_k / bias_v, out_proj:
+//                                     linear maps over positions (G^T A per block)
+//   LSTM / GRU / RNN  x_t, h_{t-1}    per-example grads sum_t g_t x_t^T, sum_t g_t h_{t-1}^T
+//                                     (and sum_t g_t m_t^T for an LSTM's projection)
 // Norms use "ghost clipping" (Goodfellow 2015; Li et al. 2021, Sec. 4; Bu et al. 2022):
 //   ||G_i^T A_i||_F^2 = <A_i A_i^T, G_i G_i^T>_F            (Li et al. 2021, eq. (4))
 // which never materialises the (out x in) per-example gradient. Linear chooses the cheaper
@@ -31,9 +34,10 @@
 // next forward. Forward outside autograd (NoGradGuard / eval) captures nothing.
 //
 // Layout: per_example_layer.h (the interface), one header per rule (dp_linear.h,
-// dp_conv2d.h, dp_embedding.h, dp_affine_norm.h for GroupNorm and LayerNorm, dp_rnn.h for
-// LSTM and GRU), their shared kernels in per_example_kernels.h (internal); this header
-// includes them all and adds the model check.
+// dp_conv1d.h, dp_conv2d.h, dp_embedding.h, dp_affine_norm.h for GroupNorm and LayerNorm,
+// dp_attention.h for attention, dp_rnn.h for LSTM, GRU and RNN), their shared kernels in
+// per_example_kernels.h and linear_pieces.h (internal); this header includes them all and
+// adds the model check.
 #ifndef DPKIT_OPTIM_TORCH_PER_EXAMPLE_LAYERS_H_
 #define DPKIT_OPTIM_TORCH_PER_EXAMPLE_LAYERS_H_
 
@@ -45,6 +49,7 @@
 #include "absl/status/status.h"
 #include "dpkit/optim/torch/dp_affine_norm.h"
 #include "dpkit/optim/torch/dp_attention.h"
+#include "dpkit/optim/torch/dp_conv1d.h"
 #include "dpkit/optim/torch/dp_conv2d.h"
 #include "dpkit/optim/torch/dp_embedding.h"
 #include "dpkit/optim/torch/dp_linear.h"
