@@ -111,7 +111,10 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
 
 namespace {
 
-// RDP epsilon (optimal conversion) of T fixed-size steps at noise multiplier sigma.
+// The headline epsilon of T fixed-size steps at noise multiplier sigma, as the run's
+// report computes it (accounting/report.h, default options): the smaller certified upper
+// bound of RDP (optimal conversion) and PLD (replace-one, accounting/pld.h), or RDP alone
+// where PLD is not applicable. PLD's lower bound on the mechanism is not needed here.
 absl::StatusOr<double> FixedSizeEpsilon(double sigma, double delta, int64_t population,
                                         int64_t sample_size, int64_t steps) {
   auto gaussian = accounting::Event::Gaussian(sigma / 2);
@@ -125,12 +128,16 @@ absl::StatusOr<double> FixedSizeEpsilon(double sigma, double delta, int64_t popu
   if (!rdp.ok()) return FromResult("calibration", rdp.error());
   auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
   if (!eps.ok()) return FromResult("calibration", eps.error());
+  accounting::PldOptions pld_options;
+  pld_options.mechanism_lower_bound = false;
+  auto pld = accounting::PldEpsilon(*run, delta, pld_options);
+  if (pld.ok()) return std::min(eps->epsilon, pld->epsilon_upper);
   return eps->epsilon;
 }
 
 }  // namespace
 
-absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
+absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplier(double target_epsilon, double delta,
                                                             int64_t population,
                                                             int64_t sample_size, int64_t steps) {
   if (!(std::isfinite(target_epsilon) && target_epsilon > 0) || !(delta > 0 && delta < 1) ||

@@ -151,7 +151,7 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
 // the trainer appends (z = sigma / 2), meets the target, and 1 % less noise does not.
 TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
   for (double target : {0.5, 3.0}) {
-    auto sigma = CalibrateFixedSizeNoiseMultiplierRdp(target, 1e-5, 60000, 256, 500);
+    auto sigma = CalibrateFixedSizeNoiseMultiplier(target, 1e-5, 60000, 256, 500);
     ASSERT_TRUE(sigma.ok()) << sigma.status();
     for (double factor : {1.0, 0.99}) {
       std::string path = TempPath("cal_fixed.jsonl");
@@ -172,8 +172,8 @@ TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
       }
     }
   }
-  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(0, 1e-5, 100, 10, 10).ok());
-  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(1, 1e-5, 100, 101, 10).ok());
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplier(0, 1e-5, 100, 10, 10).ok());
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplier(1, 1e-5, 100, 101, 10).ok());
 }
 
 }  // namespace

@@ -176,11 +176,12 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     if (d.noise_multiplier == 0) {
       return absl::InvalidArgumentError("--target_epsilon needs a private training algorithm");
     }
-    // Fixed-size steps: the replace-one event's RDP (models/training_ledger.h).
+    // Fixed-size steps: the replace-one event's headline, PLD or RDP, whichever is smaller
+    // (models/training_ledger.h).
     absl::StatusOr<double> calibrated =
         plan.step.fixed_size()
-            ? CalibrateFixedSizeNoiseMultiplierRdp(*o.target_epsilon, p.delta, n, p.batch_size,
-                                                   plan.total_steps)
+            ? CalibrateFixedSizeNoiseMultiplier(*o.target_epsilon, p.delta, n, p.batch_size,
+                                                plan.total_steps)
             : CalibrateNoiseMultiplierRdp(*o.target_epsilon, p.delta, p.sampling_rate,
                                           plan.total_steps);
     if (!calibrated.ok()) return calibrated.status();
