@@ -109,78 +109,36 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
   return std::max(calibration->noise_multiplier, accounting::kMinFileNoiseMultiplier);
 }
 
-namespace {
-
-// The headline epsilon of T fixed-size steps at noise multiplier sigma, as the run's
-// report computes it (accounting/report.h, default options): the smaller certified upper
-// bound of RDP (optimal conversion) and PLD (replace-one, accounting/pld.h), or RDP alone
-// where PLD is not applicable. PLD's lower bound on the mechanism is not needed here.
-absl::StatusOr<double> FixedSizeEpsilon(double sigma, double delta, int64_t population,
-                                        int64_t sample_size, int64_t steps) {
-  auto gaussian = accounting::Event::Gaussian(sigma / 2);
-  if (!gaussian.ok()) return FromResult("calibration", gaussian.error());
-  auto step = accounting::Event::SampledWithoutReplacement(population, sample_size, *gaussian);
-  if (!step.ok()) return FromResult("calibration", step.error());
-  auto run = accounting::Event::SelfComposed(*step, steps);
-  if (!run.ok()) return FromResult("calibration", run.error());
-  const std::vector<double> orders = accounting::DefaultRdpOrders();
-  auto rdp = accounting::ComputeRdp(*run, orders);
-  if (!rdp.ok()) return FromResult("calibration", rdp.error());
-  auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
-  if (!eps.ok()) return FromResult("calibration", eps.error());
-  accounting::PldOptions pld_options;
-  pld_options.mechanism_lower_bound = false;
-  auto pld = accounting::PldEpsilon(*run, delta, pld_options);
-  if (pld.ok()) return std::min(eps->epsilon, pld->epsilon_upper);
-  return eps->epsilon;
-}
-
-}  // namespace
-
 absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplier(double target_epsilon, double delta,
-                                                            int64_t population,
-                                                            int64_t sample_size, int64_t steps) {
+                                                         int64_t population,
+                                                         int64_t sample_size, int64_t steps) {
   if (!(std::isfinite(target_epsilon) && target_epsilon > 0) || !(delta > 0 && delta < 1) ||
       steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "calibration needs target_epsilon > 0, delta in (0, 1) and steps >= 1, got ",
         target_epsilon, ", ", delta, ", ", steps));
   }
-  // Epsilon decreases in sigma: find hi meeting the target, then bisect in log space.
-  // The smallest sigma a ledger records is 2 kMinFileNoiseMultiplier (z = sigma / 2).
-  constexpr double kMaxSigma = 1e6;
-  const double floor_sigma = 2 * accounting::kMinFileNoiseMultiplier;
-  double hi = 1;
-  for (;;) {
-    absl::StatusOr<double> eps = FixedSizeEpsilon(hi, delta, population, sample_size, steps);
-    if (!eps.ok()) return eps.status();
-    if (*eps <= target_epsilon) break;
-    if (hi >= kMaxSigma) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--target_epsilon=", target_epsilon, " is not reached with a noise multiplier <= 1e6"));
-    }
-    hi *= 2;
+  // //accounting:calibrate on the event's noise multiplier z = sigma / 2, by each
+  // accountant whose bound the run's report prints (RDP with the optimal conversion, and
+  // PLD); the smaller z meets the target by its own certified bound, so the report's
+  // headline (the smaller upper bound) meets it too.
+  accounting::CalibrationOptions options;
+  options.rdp_conversion = accounting::CalibrationOptions::RdpConversion::kOptimal;
+  auto rdp = accounting::CalibrateWithoutReplacementNoiseMultiplier(
+      target_epsilon, delta, population, sample_size, steps, accounting::Accountant::kRdp,
+      options);
+  auto pld = accounting::CalibrateWithoutReplacementNoiseMultiplier(
+      target_epsilon, delta, population, sample_size, steps, accounting::Accountant::kPld,
+      options);
+  if (!rdp.ok() && !pld.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--target_epsilon=", target_epsilon, ": ",
+                                                   rdp.error()));
   }
-  double lo = hi / 2;  // when hi > 1: the last sigma that missed the target
-  if (hi == 1) {
-    // Search downwards for a sigma that misses the target, down to the ledger's floor.
-    for (;;) {
-      lo = std::max(hi / 2, floor_sigma);
-      if (lo == hi) return hi;  // the floor meets the target
-      absl::StatusOr<double> eps = FixedSizeEpsilon(lo, delta, population, sample_size, steps);
-      if (!eps.ok()) return eps.status();
-      if (*eps > target_epsilon) break;
-      hi = lo;
-    }
-  }
-  // Invariant: eps(lo) > target >= eps(hi).
-  while (hi / lo > 1.001) {
-    const double mid = std::sqrt(lo * hi);
-    absl::StatusOr<double> eps = FixedSizeEpsilon(mid, delta, population, sample_size, steps);
-    if (!eps.ok()) return eps.status();
-    (*eps <= target_epsilon ? hi : lo) = mid;
-  }
-  return hi;
+  double z = rdp.ok() ? rdp->noise_multiplier : pld->noise_multiplier;
+  if (pld.ok()) z = std::min(z, pld->noise_multiplier);
+  // A ledger records noise multipliers down to kMinFileNoiseMultiplier (z); epsilon
+  // decreases in sigma, so the floor still meets the target.
+  return 2 * std::max(z, accounting::kMinFileNoiseMultiplier);
 }
 
 }  // namespace dpkit::models
