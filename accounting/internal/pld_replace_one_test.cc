@@ -132,6 +132,39 @@ TEST(PldReplaceOneTest, SymmetrizedCurvesBracketTheSubsampledCurveAtEveryEpsilon
   }
 }
 
+// The same for the discrete Gaussian base (N_Z(0, s^2) on an integer query of sensitivity
+// D; its loss is a lattice of atoms), the hockey sticks as sums over the integers.
+TEST(PldReplaceOneTest, SymmetrizedDiscreteGaussianCurvesBracketTheSubsampledCurve) {
+  const double h = 2e-3;
+  const long double s = 3, p = 0.3;
+  const int64_t d = 2;
+  std::vector<long double> a, b;  // A(x), B(x) = A(x - D) for x = -60 .. 60 + D
+  long double z = 0;
+  for (int64_t x = -60; x <= 60 + d; ++x) z += std::exp(-(x * x) / (2 * s * s));
+  for (int64_t x = -60; x <= 60 + d; ++x) {
+    a.push_back(std::exp(-(x * x) / (2 * s * s)) / z);
+    b.push_back(std::exp(-((x - d) * (x - d)) / (2 * s * s)) / z);
+  }
+  const auto stick = [&](bool remove, long double eps) {
+    long double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const long double mix = (1 - p) * a[i] + p * b[i];
+      sum += std::max(0.0L, remove ? mix - std::exp(eps) * a[i] : a[i] - std::exp(eps) * mix);
+    }
+    return sum;
+  };
+  const ComponentPmfs c =
+      WithoutReplacementPmfs(10, 3, *Event::DiscreteGaussian(static_cast<double>(s), d), h);
+  for (const long double eps : kEpsilons) {
+    const long double exact = std::max(stick(true, eps), stick(false, eps));
+    const long double up = CurveOf(c.upper, h, eps), low = CurveOf(c.lower, h, eps);
+    EXPECT_GE(up, exact - 1e-12L) << "eps " << eps;
+    EXPECT_LE(low, exact + 1e-12L) << "eps " << eps;
+    // Lattice atoms between grid points, each moved by at most one cell: first order.
+    EXPECT_LE(up - low, std::expm1(h)) << "eps " << eps;
+  }
+}
+
 // (R2) at the boundary: with the full rate the component is the unsampled Gaussian, whose
 // curve is the closed form Phi(-eps z + 1/(2z)) - e^eps Phi(-eps z - 1/(2z)) on both sides
 // of 0 (the symmetrization must give back a symmetric law unchanged).
