@@ -192,8 +192,8 @@ TEST(PldWithoutReplacementTest, BruteForceOverAllBatchesOfTinyDatasetsStaysWithi
       worst2 = std::max(worst2, delta);
     }
     EXPECT_GE(worst2, two->delta_lower * (1 - 1e-8)) << "eps " << eps;
-    std::printf("eps %g: T=1 worst %.9Lg in [%.9g, %.9g]; T=2 worst %.9Lg in [%.9g, %.9g]\n",
-                eps, worst, one->delta_lower, one->delta_upper, worst2, two->delta_lower,
+    std::printf("eps %g: T=1 worst %.9Lg in [%.9g, %.9g]; T=2 worst %.9Lg in [%.9g, %.9g]\n", eps,
+                worst, one->delta_lower, one->delta_upper, worst2, two->delta_lower,
                 two->delta_upper);
   }
 }
@@ -234,7 +234,8 @@ TEST(PldWithoutReplacementTest, FullBatchesAreTheGaussianClosedForm) {
   for (const double eps : {0.5, 2.0}) {
     auto b = PldDelta(Wor(500, 500, z, 50), eps);
     ASSERT_TRUE(b.ok()) << b.error();
-    const long double exact = Phi(-eps * s + 1 / (2 * s)) - std::exp(eps) * Phi(-eps * s - 1 / (2 * s));
+    const long double exact =
+        Phi(-eps * s + 1 / (2 * s)) - std::exp(eps) * Phi(-eps * s - 1 / (2 * s));
     EXPECT_LE(b->delta_lower, exact * (1 + 1e-12L));
     EXPECT_GE(b->delta_upper, exact * (1 - 1e-12L));
     EXPECT_EQ(b->analysis_lower, b->delta_lower);  // no analysis gap without sampling
@@ -262,8 +263,7 @@ TEST(PldWithoutReplacementTest, UnsupportedEventsGetOneLineErrors) {
   EXPECT_EQ(pure.error().find('\n'), std::string::npos);
   EXPECT_NE(pure.error().find("gaussian, laplace and discrete_gaussian"), std::string::npos);
   auto mixed = PldEpsilon(
-      *Event::Composed({Wor(10, 2, 1, 1), *Event::PoissonSampled(0.2, *Event::Gaussian(1))}),
-      1e-5);
+      *Event::Composed({Wor(10, 2, 1, 1), *Event::PoissonSampled(0.2, *Event::Gaussian(1))}), 1e-5);
   ASSERT_FALSE(mixed.ok());
   EXPECT_NE(mixed.error().find("add/remove"), std::string::npos);
 }

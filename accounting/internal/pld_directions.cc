@@ -44,7 +44,9 @@ Result<void> BuildWithoutReplacement(const Mechanism& m, double count, double h,
   if (!inner.ok()) return inner.error_value();
   std::map<Mechanism, double> flat;
   DPKIT_RETURN_IF_ERROR(Flatten(*inner, 1.0, m.sampling_rate, &flat));
-  if (flat.size() != 1) return Error{"internal error: a without-replacement base is not one mechanism"};
+  if (flat.size() != 1) {
+    return Error{"internal error: a without-replacement base is not one mechanism"};
+  }
   ComponentPmfs poisson;
   DPKIT_RETURN_IF_ERROR(
       BuildComponent(flat.begin()->first, count, Direction::kRemove, h, tail, &poisson));

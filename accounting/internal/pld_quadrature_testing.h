@@ -18,15 +18,14 @@ using Density = std::function<long double(long double)>;
 // (61 points, relative tolerance 1e-13) on `panels` equal panels of [lo, hi] (the densities
 // are negligible outside; the panels keep the peaks and the kinks from being stepped over:
 // each should be at most about half a standard deviation wide).
-inline long double HockeyStick(const Density& p, const Density& q, long double eps,
-                               long double lo, long double hi, int panels = 200) {
+inline long double HockeyStick(const Density& p, const Density& q, long double eps, long double lo,
+                               long double hi, int panels = 200) {
   const long double x = std::exp(eps);
   const auto f = [&](long double y) { return std::max(0.0L, p(y) - x * q(y)); };
   long double sum = 0;
   for (int i = 0; i < panels; ++i) {
     const long double a = lo + (hi - lo) * i / panels, b = lo + (hi - lo) * (i + 1) / panels;
-    sum += boost::math::quadrature::gauss_kronrod<long double, 61>::integrate(f, a, b, 15,
-                                                                              1e-13L);
+    sum += boost::math::quadrature::gauss_kronrod<long double, 61>::integrate(f, a, b, 15, 1e-13L);
   }
   return sum;
 }

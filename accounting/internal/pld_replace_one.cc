@@ -144,8 +144,8 @@ Pmf SymmetrizeRemovePmf(const Pmf& remove, double h, Bound bound) {
       ld excess = (s - 1) * (1 + 1e-9_ld) + 4 * kLdMin;
       for (int64_t k = 1; k <= k_max && excess > 0; ++k) {
         if (r[k] <= 0) continue;
-        const ld carries = 1 + std::exp(-static_cast<ld>(k) * h) *
-                             (1 + ExpError(static_cast<ld>(k) * h));
+        const ld carries =
+            1 + std::exp(-static_cast<ld>(k) * h) * (1 + ExpError(static_cast<ld>(k) * h));
         const ld cut = std::min(r[k], excess / carries * (1 + 1e-9_ld));
         r[k] -= cut;
         if (r[k] < 4 * kLdMin) r[k] = 0;
@@ -169,8 +169,8 @@ Pmf SymmetrizeRemovePmf(const Pmf& remove, double h, Bound bound) {
   }
   // The atom at loss 0: 1 - s, rounded to the bound's side (one subtraction: 1 ulp).
   const ld w0 = std::max<ld>(0, 1 - s);
-  out.mass[k_max] = upper ? w0 * (1 + 4 * kLdUnit) + (w0 > 0 ? 4 * kLdMin : 0)
-                          : w0 * (1 - 4 * kLdUnit);
+  out.mass[k_max] =
+      upper ? w0 * (1 + 4 * kLdUnit) + (w0 > 0 ? 4 * kLdMin : 0) : w0 * (1 - 4 * kLdUnit);
   return out;
 }
 
@@ -193,8 +193,7 @@ Result<Event> Realize(const Event& event, bool* changed) {
       if (event.sample_size() >= event.population()) return inner;
       *changed = true;
       return Event::PoissonSampled(
-          WithoutReplacementRate(event.population(), event.sample_size(), Bound::kLower),
-          *inner);
+          WithoutReplacementRate(event.population(), event.sample_size(), Bound::kLower), *inner);
     }
     case EventKind::kPoissonSampled: {
       Result<Event> inner = Realize(event.inner(), changed);

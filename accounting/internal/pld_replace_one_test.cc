@@ -36,16 +36,15 @@ long double TotalMass(const Pmf& pmf) {
   return sum;
 }
 
-const std::vector<long double> kEpsilons = {-3,    -1.5, -0.7, -0.2, -0.01, 0,
-                                            0.01, 0.3,  1,    2.5};
+const std::vector<long double> kEpsilons = {-3, -1.5, -0.7, -0.2, -0.01, 0, 0.01, 0.3, 1, 2.5};
 
 // The lemma of (R1): R >= D_add at eps >= 0 and D_add >= R at eps < 0 (so the curve of
 // C_p(f) is the remove direction's on eps >= 0), by quadrature for Gaussian and Laplace
 // bases over a range of rates. This checks the proof's claim independently of any PMF.
 TEST(PldReplaceOneTest, RemoveDirectionDominatesExactlyWhereEpsilonIsNonNegative) {
   for (const long double p : {0.01L, 0.3L, 0.9L}) {
-    for (const Directions& d : {GaussianDirections(0.5, p), GaussianDirections(3, p),
-                                LaplaceDirections(0.7, p)}) {
+    for (const Directions& d :
+         {GaussianDirections(0.5, p), GaussianDirections(3, p), LaplaceDirections(0.7, p)}) {
       for (const long double eps : kEpsilons) {
         const long double r = d.Remove(eps), a = d.Add(eps);
         if (eps >= 0) {
