@@ -77,10 +77,13 @@ namespace {
 //      composition of a pair with tradeoff function C_p(f); the composed upper w bounds it
 //      from above, the composed lower w from below (the latter is a lower bound on the
 //      ANALYSIS, which may be loose: see (R4)).
-// (R4) Lower bound on the mechanism. C_p(f) is an upper bound; whether some datasets
-//      attain it is not claimed. An explicit pair does: a sum query with n - 1 records of
-//      value v, record i of value v + 1 (dataset D) or v (dataset D'; sensitivity 1 under
-//      replace-one). Given the subset, if i is not in it both outputs are the base at sum
+// (R4) Lower bound on the mechanism. C_p(f) composed is an upper bound; no datasets are
+//      claimed to attain it. The lower bound is the exact value of an explicit pair: a sum
+//      query with n - 1 records of value v, record i of value v + 1 (dataset D) or v
+//      (dataset D'; sensitivity 1 under replace-one). (Koskela, Jalko, Honkela 2020's
+//      substitute pair, the other records at the midpoint and record i at +-1/2, gives
+//      ((1-p) A + p N(1/2), (1-p) A + p N(-1/2)), a smaller value: over all neighbouring
+//      4-record datasets, pld_without_replacement_test finds the pair here the worst.) Given the subset, if i is not in it both outputs are the base at sum
 //      m v; if it is, D gives the base at m v + 1 and D' at m v. So M(D) = (1-p) A + p B
 //      and M(D') = A: the remove pair of PoissonSampled(p, base) (and (D', D) its add
 //      pair), independently at each step (each step draws a fresh subset), i.e. exactly
