@@ -138,8 +138,9 @@ Result<calibrate_internal::EpsilonInterval> PldInterval(double sampling_rate,
   return calibrate_internal::EpsilonInterval{bounds->epsilon_upper, bounds->epsilon_lower};
 }
 
-// d log epsilon / d log x of the CLT (eps_at: x -> GDP epsilon) between x0 and x1: the PLD
-// search's first slope. 0 when not finite.
+// d log epsilon / d log x of a cheap accountant (eps_at: x -> its epsilon; the CLT's, or
+// RDP's for sampling without replacement) between x0 and x1: the PLD search's first slope.
+// 0 when not finite.
 template <typename EpsAt>
 double CltSlope(const EpsAt& eps_at, double x0, double x1) {
   auto e0 = eps_at(x0);
@@ -243,6 +244,96 @@ Result<Calibration> CalibrateNoiseMultiplier(double target_epsilon, double delta
                                /*good_is_large=*/true, none);
   if (!found.ok()) return Error{found.error()};
   return Calibration{found->x, found->epsilon};
+}
+
+namespace {
+
+// epsilon at delta of T steps of SampledWithoutReplacement(n, m, Gaussian(sigma)) (replace-one
+// adjacency): kRdp as DpSgdEpsilon's (Wang, Balle, Kasiviswanathan 2019 through ComputeRdp);
+// kPld the certified interval with the caller's options (fine) or a coarser grid, without
+// the second computation of the mechanism's lower bound (PldOptions::mechanism_lower_bound:
+// the search needs the analysis' lower bound, EpsilonBounds::analysis_lower).
+Result<Event> WithoutReplacementRun(int64_t population, int64_t sample_size, double sigma,
+                                    int64_t steps) {
+  auto gaussian = Event::Gaussian(sigma);
+  if (!gaussian.ok()) return gaussian.error_value();
+  auto step = Event::SampledWithoutReplacement(population, sample_size, *gaussian);
+  if (!step.ok()) return step.error_value();
+  return Event::SelfComposed(*step, steps);
+}
+
+Result<double> WithoutReplacementRdpEpsilon(const Event& run, double delta,
+                                            const CalibrationOptions& options) {
+  const std::vector<double> orders = DefaultRdpOrders();
+  auto rdp = ComputeRdp(run, orders);
+  if (!rdp.ok()) return rdp.error_value();
+  using Conversion = CalibrationOptions::RdpConversion;
+  auto eps = options.rdp_conversion == Conversion::kOptimal
+                 ? RdpToEpsilonOptimal(orders, *rdp, delta)
+                 : RdpToEpsilon(orders, *rdp, delta,
+                                options.rdp_conversion == Conversion::kImproved
+                                    ? RdpConversion::kImproved
+                                    : RdpConversion::kClassic);
+  if (!eps.ok()) return eps.error_value();
+  return eps->epsilon;
+}
+
+Result<calibrate_internal::EpsilonInterval> WithoutReplacementPldInterval(
+    const Event& run, double delta, const PldOptions& pld, bool fine) {
+  PldOptions options = pld;
+  options.mechanism_lower_bound = false;
+  if (!fine && options.discretization_interval == 0) {
+    options.epsilon_tolerance =
+        std::min(kLargestTolerance, options.epsilon_tolerance * kCoarseToleranceFactor);
+  }
+  auto bounds = PldEpsilon(run, delta, options);
+  if (!bounds.ok()) return bounds.error_value();
+  return calibrate_internal::EpsilonInterval{bounds->epsilon_upper, bounds->analysis_lower};
+}
+
+}  // namespace
+
+Result<Calibration> CalibrateWithoutReplacementNoiseMultiplier(
+    double target_epsilon, double delta, int64_t population, int64_t sample_size,
+    int64_t steps, Accountant accountant, const CalibrationOptions& options) {
+  if (!(population >= 1 && sample_size >= 1 && sample_size <= population)) {
+    return Error{"sample_size must be in [1, population], got " + std::to_string(sample_size) +
+                 " of " + std::to_string(population)};
+  }
+  DPKIT_RETURN_IF_ERROR(CheckCommon(target_epsilon, delta, 1.0));
+  if (steps < 1) return Error{"steps must be >= 1, got " + std::to_string(steps)};
+  if (accountant == Accountant::kGdp) {
+    return Error{"GDP does not account sampling without replacement (use pld or rdp)"};
+  }
+  const std::string none = "no noise_multiplier <= 1e4 reaches target_epsilon " +
+                           FormatDouble(target_epsilon) + " at delta " + FormatDouble(delta);
+  auto rdp_at = [&](double sigma) -> Result<double> {
+    auto run = WithoutReplacementRun(population, sample_size, sigma, steps);
+    if (!run.ok()) return run.error_value();
+    return WithoutReplacementRdpEpsilon(*run, delta, options);
+  };
+  auto rdp = GeometricSearch(rdp_at, target_epsilon, 1.0, kBlindFactor, kMinNoise, kMaxNoise,
+                             /*good_is_large=*/true, none);
+  if (accountant == Accountant::kRdp || !rdp.ok()) {
+    if (!rdp.ok()) return rdp.error_value();
+    return Calibration{rdp->x, rdp->epsilon};
+  }
+  // PLD: a model-guided search (calibrate_search.h) from the RDP answer (PLD's bound is
+  // the smaller one where it is tighter, so the answer lies at or below it) with RDP's slope.
+  calibrate_internal::SearchSpec spec{target_epsilon, rdp->x, kMinNoise, kMaxNoise,
+                                      /*good_is_large=*/true, /*integer=*/false,
+                                      kRelativeWidth};
+  spec.slope_hint = CltSlope(rdp_at, rdp->x, rdp->x * kSlopeStep);
+  auto found = calibrate_internal::ModelSearch(
+      [&](double sigma, bool fine) -> Result<calibrate_internal::EpsilonInterval> {
+        auto run = WithoutReplacementRun(population, sample_size, sigma, steps);
+        if (!run.ok()) return run.error_value();
+        return WithoutReplacementPldInterval(*run, delta, options.pld, fine);
+      },
+      spec);
+  if (!found.ok()) return Error{found.error()};
+  if (!found->has_value()) return Error{none};
+  return Calibration{(*found)->x, (*found)->epsilon};
 }
 
 namespace {

@@ -58,6 +58,18 @@ Result<Calibration> CalibrateNoiseMultiplier(double target_epsilon, double delta
                                              Accountant accountant,
                                              const CalibrationOptions& options = {});
 
+// The same for T steps of sampling without replacement under replace-one adjacency,
+// SelfComposed(SampledWithoutReplacement(population, sample_size, Gaussian(sigma)), steps)
+// (a trainer's fixed-size steps, whose sigma is its noise multiplier / 2): kRdp the bound of
+// Wang, Balle, Kasiviswanathan 2019 (options.rdp_conversion), bisected in log(sigma); kPld
+// PLD's certified upper bound (pld.h, replace-one), a model-guided search (calibrate_search.h)
+// from the RDP answer. kGdp is an error (GDP does not account this event). The same
+// guarantee as CalibrateNoiseMultiplier: re-accounted, the answer meets the target, and it is
+// within 0.1 % of the smallest sigma that does. 1 <= sample_size <= population, steps >= 1.
+Result<Calibration> CalibrateWithoutReplacementNoiseMultiplier(
+    double target_epsilon, double delta, int64_t population, int64_t sample_size,
+    int64_t steps, Accountant accountant, const CalibrationOptions& options = {});
+
 // The largest number of steps T <= max_steps with epsilon(q, sigma, T) <= target_epsilon,
 // and that epsilon. Guarantee: T re-accounted meets the target and, unless T == max_steps,
 // T + 1 does not (the search keeps a satisfying and a failing end one step apart).

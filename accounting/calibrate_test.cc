@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dpkit/accounting/event.h"
+#include "dpkit/accounting/pld.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting {
@@ -24,6 +26,44 @@ TEST(CalibrateTest, PldNoiseMeetsTargetAndIsNearlySmallest) {
                               Accountant::kPld);
   ASSERT_TRUE(smaller.ok());
   EXPECT_GT(*smaller, 2.0);
+}
+
+// Fixed-size steps (sampling without replacement, replace-one): both accountants' answers
+// re-accounted by PldEpsilon / RDP meet the target, 0.1 % less noise misses it, and PLD
+// needs less noise than RDP at these settings.
+TEST(CalibrateTest, WithoutReplacementNoiseMeetsTargetAndIsNearlySmallest) {
+  const int64_t n = 60000, m = 256, steps = 1000;
+  const double delta = 1e-5, target = 2.0;
+  const auto run = [&](double sigma) {
+    return *Event::SelfComposed(
+        *Event::SampledWithoutReplacement(n, m, *Event::Gaussian(sigma)), steps);
+  };
+  auto pld = CalibrateWithoutReplacementNoiseMultiplier(target, delta, n, m, steps,
+                                                        Accountant::kPld);
+  ASSERT_TRUE(pld.ok()) << pld.error();
+  for (const double factor : {1.0, 1 - 1e-3}) {
+    auto eps = PldEpsilon(run(pld->noise_multiplier * factor), delta);
+    ASSERT_TRUE(eps.ok()) << eps.error();
+    if (factor == 1) {
+      EXPECT_LE(eps->epsilon_upper, target);
+      EXPECT_EQ(eps->epsilon_upper, pld->epsilon);
+    } else {
+      EXPECT_GT(eps->epsilon_upper, target);
+    }
+  }
+  CalibrationOptions optimal;
+  optimal.rdp_conversion = CalibrationOptions::RdpConversion::kOptimal;
+  auto rdp = CalibrateWithoutReplacementNoiseMultiplier(target, delta, n, m, steps,
+                                                        Accountant::kRdp, optimal);
+  ASSERT_TRUE(rdp.ok()) << rdp.error();
+  EXPECT_LE(rdp->epsilon, target);
+  EXPECT_LT(pld->noise_multiplier, rdp->noise_multiplier);
+  EXPECT_FALSE(CalibrateWithoutReplacementNoiseMultiplier(target, delta, n, m, steps,
+                                                          Accountant::kGdp)
+                   .ok());
+  EXPECT_FALSE(CalibrateWithoutReplacementNoiseMultiplier(target, delta, 10, 11, steps,
+                                                          Accountant::kPld)
+                   .ok());
 }
 
 TEST(CalibrateTest, RdpNeedsMoreNoiseThanPld) {

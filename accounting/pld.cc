@@ -36,6 +36,7 @@
 #include "dpkit/accounting/internal/pld_directions.h"
 #include "dpkit/accounting/internal/pld_fft_composition.h"
 #include "dpkit/accounting/internal/pld_mechanism.h"
+#include "dpkit/accounting/internal/pld_replace_one.h"
 #include "dpkit/accounting/internal/pld_staged_composition.h"
 #include "unsupported/Eigen/FFT"
 
@@ -473,6 +474,35 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
   return bounds;
 }
 
+// Replace-one events (sampling without replacement, internal/pld_replace_one.cc): *raw
+// brackets the exact value of the analysis (C_p(f) composed), which may exceed the
+// mechanism's; the lower bound on the mechanism is the certified lower bound of its
+// explicit pair of datasets ((R4): RealizedPairEvent), computed where
+// options.mechanism_lower_bound asks for it and else the trivial 0. *analysis_lower
+// receives the analysis' lower bound (the mechanism's is one too: the analysis bounds the
+// mechanism from above). Other events: *analysis_lower = raw->lower, nothing else changes.
+Result<void> MechanismLowerBound(const Event& event, const Query& query,
+                                 const PldOptions& options, ld tail_budget, bool with_delta0,
+                                 RawBounds* raw, ld* analysis_lower) {
+  *analysis_lower = raw->lower;
+  auto realized = pld_internal::RealizedPairEvent(event);
+  if (!realized.ok()) return realized.error_value();
+  if (!realized->has_value()) return OkResult();
+  ld lower = 0, delta0_lower = 0;
+  if (options.mechanism_lower_bound) {
+    auto pair = CertifiedBounds(**realized, query, options, tail_budget, with_delta0);
+    // A failure leaves the trivial lower bounds (the upper bound does not depend on it).
+    if (pair.ok()) {
+      lower = std::min(pair->lower, raw->upper);
+      delta0_lower = std::min(pair->delta0_lower, raw->delta0_upper);
+    }
+  }
+  *analysis_lower = std::max(*analysis_lower, lower);
+  raw->lower = lower;
+  raw->delta0_lower = delta0_lower;
+  return OkResult();
+}
+
 constexpr double kMinDelta = 1e-200;
 // Largest epsilon at which PldDelta composes; above it the bound at this epsilon is
 // returned (see PldDelta). At a spacing of 1 its window fits kMaxGridPoints.
@@ -491,9 +521,12 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
                  FormatDouble(delta)};
   }
   const Query query{Query::Kind::kEpsilonAtDelta, delta};
-  auto raw = CertifiedBounds(event, query, options, static_cast<ld>(delta) * 1e-7_ld,
-                             options.with_delta0);
+  const ld tail_budget = static_cast<ld>(delta) * 1e-7_ld;
+  auto raw = CertifiedBounds(event, query, options, tail_budget, options.with_delta0);
   if (!raw.ok()) return raw.error_value();
+  ld analysis_lower = 0;
+  DPKIT_RETURN_IF_ERROR(MechanismLowerBound(event, query, options, tail_budget,
+                                            options.with_delta0, &*raw, &analysis_lower));
   EpsilonBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   // Rounding to double: keep the upper bound up and the lower bound down.
   // (0 is exact: the certified delta at eps = 0 is already <= delta.)
@@ -502,6 +535,10 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
   }
   out.epsilon_lower = std::max(0.0, std::nextafter(out.epsilon_lower, 0.0));
   out.epsilon_lower = std::min(out.epsilon_lower, out.epsilon_upper);
+  out.analysis_lower = std::max(
+      out.epsilon_lower,
+      std::min(out.epsilon_upper,
+               std::max(0.0, std::nextafter(static_cast<double>(analysis_lower), 0.0))));
   // delta(0): the upper bound rounded up (1 where none was certified), the lower one down.
   if (raw->delta0_upper < 1) {
     out.delta0_upper =
@@ -510,7 +547,8 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
   out.delta0_lower = std::min(
       out.delta0_upper, std::max(0.0, std::nextafter(static_cast<double>(raw->delta0_lower), 0.0)));
   // A NaN would be an arithmetic failure inside the accountant, never a bound.
-  if (std::isnan(out.epsilon_upper) || std::isnan(out.epsilon_lower)) {
+  if (std::isnan(out.epsilon_upper) || std::isnan(out.epsilon_lower) ||
+      std::isnan(out.analysis_lower)) {
     return Error{"internal error: the pld accountant's epsilon bounds are not numbers"};
   }
   return out;
@@ -530,11 +568,19 @@ Result<DeltaBounds> PldDelta(const Event& event, double epsilon, const PldOption
   const Query query{Query::Kind::kDeltaAtEpsilon, capped ? kMaxDeltaEpsilon : epsilon};
   auto raw = CertifiedBounds(event, query, options, 1e-30_ld);
   if (!raw.ok()) return raw.error_value();
-  if (capped) raw->lower = 0;
+  ld analysis_lower = 0;
+  DPKIT_RETURN_IF_ERROR(
+      MechanismLowerBound(event, query, options, 1e-30_ld, false, &*raw, &analysis_lower));
+  if (capped) raw->lower = analysis_lower = 0;
   DeltaBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   if (raw->upper > 0) out.delta_upper = std::min(1.0, std::nextafter(out.delta_upper, 2.0));
   out.delta_lower = std::min(out.delta_upper, std::max(0.0, std::nextafter(out.delta_lower, 0.0)));
-  if (std::isnan(out.delta_upper) || std::isnan(out.delta_lower)) {
+  out.analysis_lower = std::max(
+      out.delta_lower,
+      std::min(out.delta_upper,
+               std::max(0.0, std::nextafter(static_cast<double>(analysis_lower), 0.0))));
+  if (std::isnan(out.delta_upper) || std::isnan(out.delta_lower) ||
+      std::isnan(out.analysis_lower)) {
     return Error{"internal error: the pld accountant's delta bounds are not numbers"};
   }
   return out;

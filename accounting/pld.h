@@ -28,13 +28,21 @@
 // bounded and the maximum is reported (Zhu, Dong, Wang 2022, Sec. 5); the lower bound
 // comes from the direction with the larger upper bound, and a direction whose certified
 // upper bound on a coarse grid is already below the other's is not refined further.
+// Replace-one, for SampledWithoutReplacement(n, m, Gaussian | Laplace | DiscreteGaussian)
+// (fixed-size batches): the upper bound composes the symmetric PLD of C_p(f), p = m/n (Dong,
+// Roth, Su 2019, Thm. 4.2), built from the Poisson-sampled base's remove direction; the lower
+// bound is that of an explicit pair of neighbouring datasets, whose outputs are the Poisson
+// pairs of the same rate (internal/pld_replace_one.cc has both proofs). Such events may be
+// composed with unsampled ones, not with Poisson-sampled ones (add/remove adjacency).
 //
 // Supported events: Gaussian, Laplace, DiscreteGaussian (its exact lattice-valued loss),
 // PoissonSampled(q, Gaussian | Laplace | DiscreteGaussian) (nested Poisson sampling
 // multiplies the rates), PureDp, ApproxDp (through their worst-case
 // randomized-response pairs, Kairouz, Oh, Viswanath 2015), SelfComposed, Composed, and
 // PoissonSampled(q, Composed | SelfComposed) of those (not themselves sampled): the inner
-// composed PLD is subsampled as a whole (see internal/pld_sampled_composition.cc).
+// composed PLD is subsampled as a whole (see internal/pld_sampled_composition.cc), and
+// SampledWithoutReplacement(n, m, Gaussian | Laplace | DiscreteGaussian) under replace-one
+// adjacency (see "Adjacency").
 #ifndef DPKIT_ACCOUNTING_PLD_H_
 #define DPKIT_ACCOUNTING_PLD_H_
 
@@ -57,6 +65,12 @@ struct PldOptions {
   // PldEpsilon only: also bound delta(0) (EpsilonBounds::delta0_*) on the grids epsilon
   // is computed on (one extra composition per direction and bound on each).
   bool with_delta0 = false;
+  // Events with sampling without replacement (replace-one adjacency) only: compute the
+  // lower bound on the mechanism's exact value from its explicit pair of datasets (a
+  // second PLD computation, see "Adjacency" above). false skips it: epsilon_lower /
+  // delta_lower / delta0_lower are then the trivial 0 (analysis_lower is still computed);
+  // calibrations, which need only the upper bound, use it.
+  bool mechanism_lower_bound = true;
 };
 
 struct EpsilonBounds {
@@ -70,12 +84,19 @@ struct EpsilonBounds {
   // compute PldDelta(event, 0).
   double delta0_upper = 1;
   double delta0_lower = 0;
+  // Certified lower bound on the exact epsilon of the ANALYSIS behind epsilon_upper: equal
+  // to epsilon_lower except for events with sampling without replacement, whose upper bound
+  // composes DRS 2019's C_p(f), which may exceed the mechanism's exact value (the gap
+  // [analysis_lower, epsilon_upper] is the discretisation's, [epsilon_lower,
+  // analysis_lower] the analysis').
+  double analysis_lower = 0;
 };
 
 struct DeltaBounds {
   double delta_upper;  // certified upper bound on the smallest delta at this epsilon
   double delta_lower;  // certified lower bound on it
   double discretization_interval;
+  double analysis_lower = 0;  // as EpsilonBounds::analysis_lower, for delta
 };
 
 // Bounds on the smallest epsilon with delta(epsilon) <= delta. delta in [1e-200, 1).

@@ -1,5 +1,6 @@
 // PLD accountant speed: epsilon of DP-SGD at T = 1e4 (Bu et al. Table 1 row sigma 1.1,
-// 60 epochs), 1e5 and 1e6 steps, and noise calibration.
+// 60 epochs), 1e5 and 1e6 steps, and noise calibration; the same MNIST setting with
+// fixed-size batches (replace-one adjacency) and its calibration.
 //
 // gate/...: fixed work for the CI gate (callgrind instruction count), kept small so that
 // callgrind finishes in a few seconds: T = 1e3, and T = 1e4, 1e5, 1e6 (gate/pld_epsilon_steps),
@@ -86,6 +87,39 @@ void GateCalibrate(benchmark::State& state) {
   }
 }
 BENCHMARK(GateCalibrate)->Name("gate/calibrate_pld")->Iterations(1);
+
+// Fixed-size batches (sampling without replacement, replace-one adjacency): MNIST's B = 256
+// of 60000 with the trainer's sigma = 1.1 (the event's Gaussian(sigma / 2)) for
+// ceil(epochs n / B) steps, Arg(0): epochs. Arg(1) = 1: PldEpsilon as the report runs it (the
+// C_p(f) upper bound and the explicit pair's lower bound, two PLD computations); 0: the
+// upper bound alone (PldOptions::mechanism_lower_bound = false, as calibrations run it).
+void BM_PldWithoutReplacement(benchmark::State& state) {
+  const int64_t steps = (state.range(0) * 60000 + 255) / 256;
+  const Event event = *Event::SelfComposed(
+      *Event::SampledWithoutReplacement(60000, 256, *Event::Gaussian(0.55)), steps);
+  PldOptions options;
+  options.mechanism_lower_bound = state.range(1) == 1;
+  for (auto _ : state) {
+    auto bounds = PldEpsilon(event, 1e-5, options);
+    benchmark::DoNotOptimize(bounds);
+  }
+}
+BENCHMARK(BM_PldWithoutReplacement)
+    ->Args({15, 1})
+    ->Args({60, 1})
+    ->Args({60, 0})
+    ->Unit(benchmark::kMillisecond);
+
+// The fixed-size calibration (//accounting:calibrate, CalibrateWithoutReplacementNoiseMultiplier
+// by PLD, which starts from the RDP answer): z for epsilon 2 at 15 epochs.
+void BM_CalibrateWithoutReplacementPld(benchmark::State& state) {
+  for (auto _ : state) {
+    auto c = CalibrateWithoutReplacementNoiseMultiplier(2.0, 1e-5, 60000, 256, 3516,
+                                                        Accountant::kPld);
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(BM_CalibrateWithoutReplacementPld)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace dpkit::accounting

@@ -20,8 +20,9 @@
 //       replacement, optim/fixed_size_sampler.h); certified under REPLACE-ONE adjacency,
 //       the ledger records SampledWithoutReplacement(n, B, Gaussian(sigma / 2)) per step
 //       (a replaced example moves the clipped sum by up to 2C; the noise stays sigma C)
-//       and the RDP accountant bounds it (Wang, Balle, Kasiviswanathan 2019, Thm. 9);
-//       --target_epsilon calibrates sigma by that bound.
+//       and the PLD (replace-one, accounting/pld.h) and RDP (Wang, Balle, Kasiviswanathan
+//       2019, Thm. 9) accountants bound it; --target_epsilon calibrates sigma by the
+//       smaller bound.
 //       shuffled fixed-size batches are NOT covered by the accountants: trainers write no
 //       ledger and report no epsilon, only kShuffledNote.
 //   --privacy_unit=example|user  user: user-level DP (McMahan et al. 2018, Alg. 1): the

@@ -110,6 +110,38 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
   return std::max(calibration->noise_multiplier, accounting::kMinFileNoiseMultiplier);
 }
 
+absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplier(double target_epsilon, double delta,
+                                                         int64_t population,
+                                                         int64_t sample_size, int64_t steps) {
+  if (!(std::isfinite(target_epsilon) && target_epsilon > 0) || !(delta > 0 && delta < 1) ||
+      steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "calibration needs target_epsilon > 0, delta in (0, 1) and steps >= 1, got ",
+        target_epsilon, ", ", delta, ", ", steps));
+  }
+  // //accounting:calibrate on the event's noise multiplier z = sigma / 2, by each
+  // accountant whose bound the run's report prints (RDP with the optimal conversion, and
+  // PLD); the smaller z meets the target by its own certified bound, so the report's
+  // headline (the smaller upper bound) meets it too.
+  accounting::CalibrationOptions options;
+  options.rdp_conversion = accounting::CalibrationOptions::RdpConversion::kOptimal;
+  auto rdp = accounting::CalibrateWithoutReplacementNoiseMultiplier(
+      target_epsilon, delta, population, sample_size, steps, accounting::Accountant::kRdp,
+      options);
+  auto pld = accounting::CalibrateWithoutReplacementNoiseMultiplier(
+      target_epsilon, delta, population, sample_size, steps, accounting::Accountant::kPld,
+      options);
+  if (!rdp.ok() && !pld.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--target_epsilon=", target_epsilon, ": ",
+                                                   rdp.error()));
+  }
+  double z = rdp.ok() ? rdp->noise_multiplier : pld->noise_multiplier;
+  if (pld.ok()) z = std::min(z, pld->noise_multiplier);
+  // A ledger records noise multipliers down to kMinFileNoiseMultiplier (z); epsilon
+  // decreases in sigma, so the floor still meets the target.
+  return 2 * std::max(z, accounting::kMinFileNoiseMultiplier);
+}
+
 namespace {
 
 // RDP epsilon (optimal conversion) of `event` at delta.
@@ -120,18 +152,6 @@ absl::StatusOr<double> RdpEpsilonOf(const accounting::Event& event, double delta
   auto eps = accounting::RdpToEpsilonOptimal(orders, *rdp, delta);
   if (!eps.ok()) return FromResult("calibration", eps.error());
   return eps->epsilon;
-}
-
-// The event of T fixed-size steps at noise multiplier sigma.
-absl::StatusOr<accounting::Event> FixedSizeRun(double sigma, int64_t population,
-                                               int64_t sample_size, int64_t steps) {
-  auto gaussian = accounting::Event::Gaussian(sigma / 2);
-  if (!gaussian.ok()) return FromResult("calibration", gaussian.error());
-  auto step = accounting::Event::SampledWithoutReplacement(population, sample_size, *gaussian);
-  if (!step.ok()) return FromResult("calibration", step.error());
-  auto run = accounting::Event::SelfComposed(*step, steps);
-  if (!run.ok()) return FromResult("calibration", run.error());
-  return *run;
 }
 
 }  // namespace
@@ -182,19 +202,6 @@ absl::StatusOr<double> CalibrateRunNoiseMultiplierRdp(
     (*eps <= target_epsilon ? hi : lo) = mid;
   }
   return hi;
-}
-
-absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
-                                                            int64_t population,
-                                                            int64_t sample_size, int64_t steps) {
-  if (steps < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("calibration needs steps >= 1, got ", steps));
-  }
-  // The smallest sigma a ledger records is 2 kMinFileNoiseMultiplier (z = sigma / 2).
-  return CalibrateRunNoiseMultiplierRdp(
-      target_epsilon, delta, 2 * accounting::kMinFileNoiseMultiplier, [&](double sigma) {
-        return FixedSizeRun(sigma, population, sample_size, steps);
-      });
 }
 
 }  // namespace dpkit::models

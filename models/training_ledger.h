@@ -80,23 +80,25 @@ absl::StatusOr<double> CalibrateNoiseMultiplierRdp(double target_epsilon, double
 // The same for T fixed-size steps (optim/fixed_size_sampler.h): the noise multiplier
 // sigma (noise sigma C at clip norm C) for which T steps of
 // SampledWithoutReplacement(population, sample_size, Gaussian(sigma / 2)) — the
-// replace-one event of each step — have RDP epsilon <= target at delta (Wang, Balle,
-// Kasiviswanathan 2019, Thm. 9; optimal conversion). Bisection on sigma; the returned value
-// is one whose epsilon was computed and meets the target, within 0.1 % of the smallest
-// such sigma found by the bisection. InvalidArgument when the target is unreachable below
-// sigma = 1e6 or an argument is out of range.
+// replace-one event of each step — have a headline epsilon <= target at delta, the headline
+// being what the run's report prints: the smaller certified upper bound of PLD
+// (accounting/pld.h, replace-one) and RDP (Wang, Balle, Kasiviswanathan 2019, Thm. 9;
+// optimal conversion). accounting::CalibrateWithoutReplacementNoiseMultiplier for each
+// (re-accounted, within 0.1 % of the smallest sigma meeting the target); the smaller sigma.
+// InvalidArgument when the target is unreachable with sigma <= 2e4 or an argument is out of
+// range.
+absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplier(double target_epsilon, double delta,
+                                                            int64_t population,
+                                                            int64_t sample_size, int64_t steps);
+
 // The noise multiplier sigma of a run whose whole event is `run_event(sigma)` (e.g. the
-// training steps composed with other releases that share the run's noise multiplier or
-// not): a sigma >= floor_sigma whose RDP epsilon (optimal conversion) is <= target at delta,
-// within 0.1 % of the smallest such sigma found by bisection in log(sigma) (epsilon is
-// nonincreasing in sigma). InvalidArgument when the target is unreachable below sigma = 1e6.
+// training steps composed with the private training-metrics releases, models/train_metrics.h):
+// a sigma >= floor_sigma whose RDP epsilon (optimal conversion) is <= target at delta, within
+// 0.1 % of the smallest such sigma found by bisection in log(sigma) (epsilon is nonincreasing
+// in sigma). InvalidArgument when the target is unreachable below sigma = 1e6.
 absl::StatusOr<double> CalibrateRunNoiseMultiplierRdp(
     double target_epsilon, double delta, double floor_sigma,
     const std::function<absl::StatusOr<accounting::Event>(double sigma)>& run_event);
-
-absl::StatusOr<double> CalibrateFixedSizeNoiseMultiplierRdp(double target_epsilon, double delta,
-                                                            int64_t population,
-                                                            int64_t sample_size, int64_t steps);
 
 }  // namespace dpkit::models
 

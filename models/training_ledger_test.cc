@@ -148,10 +148,12 @@ TEST(TrainingLedgerTest, CalibratedSigmaMeetsTargetTightly) {
 }
 
 // Fixed-size steps: the calibrated sigma, written to a ledger as the replace-one events
-// the trainer appends (z = sigma / 2), meets the target, and 1 % less noise does not.
+// the trainer appends (z = sigma / 2), meets the target by the report's headline (the
+// smaller of the PLD and RDP upper bounds), and 1 % less noise does not; the headline is
+// PLD's, which is below RDP's here.
 TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
   for (double target : {0.5, 3.0}) {
-    auto sigma = CalibrateFixedSizeNoiseMultiplierRdp(target, 1e-5, 60000, 256, 500);
+    auto sigma = CalibrateFixedSizeNoiseMultiplier(target, 1e-5, 60000, 256, 500);
     ASSERT_TRUE(sigma.ok()) << sigma.status();
     for (double factor : {1.0, 0.99}) {
       std::string path = TempPath("cal_fixed.jsonl");
@@ -164,7 +166,9 @@ TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
       double headline = 0;
       auto json = LedgerEpsilon(path, 1e-5, &headline);
       ASSERT_TRUE(json.ok()) << json.status();
-      const double upper = (*json)["rdp"]["epsilon"].get<double>();
+      EXPECT_EQ((*json)["headline"]["accountant"], "pld") << *json;
+      EXPECT_LT((*json)["pld"]["epsilon"].get<double>(), (*json)["rdp"]["epsilon"].get<double>());
+      const double upper = headline;
       if (factor == 1.0) {
         EXPECT_LE(upper, target) << *sigma;
       } else {
@@ -172,8 +176,8 @@ TEST(TrainingLedgerTest, FixedSizeCalibrationMeetsTargetTightly) {
       }
     }
   }
-  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(0, 1e-5, 100, 10, 10).ok());
-  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplierRdp(1, 1e-5, 100, 101, 10).ok());
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplier(0, 1e-5, 100, 10, 10).ok());
+  EXPECT_FALSE(CalibrateFixedSizeNoiseMultiplier(1, 1e-5, 100, 101, 10).ok());
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // entry below: the batch size is fixed (so the sum query can be averaged by m exactly),
 // and the neighbouring relation is REPLACE-ONE (a dataset of the same size with one
 // record changed), under which the sampled Gaussian's RDP is the bound of Wang et al.
-// 2019, Thm. 9 (accounting/rdp.h, SampledWithoutReplacement). With clip norm C a replaced
+// 2019, Thm. 9 (accounting/rdp.h, SampledWithoutReplacement) and its PLD is bounded through
+// Dong, Roth, Su 2019's C_p(f) (accounting/pld.h). With clip norm C a replaced
 // record moves the sum by up to 2C, so the Gaussian's noise multiplier in the event is
 // noise_stddev / (2C) for the replace-one relation.
 //

@@ -98,7 +98,7 @@ std::string Usage() {
       "Trains MODEL with differential privacy (Poisson sampling, per-example or\n"
       "per-microbatch clipping, secure Gaussian noise), writing the privacy ledger and\n"
       "reporting epsilon from it. --sampler=fixed_size draws exactly --batch_size examples\n"
-      "per step (replace-one adjacency, RDP accountant); --privacy_unit=user makes a user's\n"
+      "per step (replace-one adjacency, PLD and RDP); --privacy_unit=user makes a user's\n"
       "examples one record (user-level DP). --sampler=shuffled (where a model offers it) is\n"
       "not covered by the accountants: it writes no ledger and prints no epsilon.\n"
       "Models:";

@@ -54,13 +54,18 @@ Error GridLimitError(int64_t need, int64_t limit, double h);
 // kSampledComposition: Poisson sampling (rate sampling_rate) of a composition, the JSON of
 // the composed event in `inner`, parameter an estimate of the per-step loss standard
 // deviation (grid choice only); see BuildSampledCompositionPmfs.
+// kWithoutReplacement: sampling without replacement of a Gaussian, Laplace or discrete
+// Gaussian under replace-one adjacency (rate sampling_rate = m/n rounded up, the JSON of the
+// base event in `inner`, parameter an estimate of the per-step loss standard deviation);
+// its PMFs are the same in both directions; see pld_replace_one.cc.
 enum class Base {
   kGaussian,
   kLaplace,
   kRandomizedResponse,
   kBoundedRange,
   kDiscreteGaussian,
-  kSampledComposition
+  kSampledComposition,
+  kWithoutReplacement
 };
 // The direction of the add/remove adjacency: the dataset loses the record (remove) or
 // gains it (add); see (5) in accounting/pld.cc.

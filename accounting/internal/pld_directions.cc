@@ -7,6 +7,7 @@
 
 #include "dpkit/accounting/internal/pld_component_pmfs.h"
 #include "dpkit/accounting/internal/pld_discrete_gaussian.h"
+#include "dpkit/accounting/internal/pld_replace_one.h"
 #include "dpkit/accounting/internal/pld_sampled_composition.h"
 
 namespace dpkit::accounting::pld_internal {
@@ -31,6 +32,28 @@ Result<void> BuildSampledComposition(const Mechanism& m, Direction dir, double h
                                      upper, lower);
 }
 
+Result<void> BuildComponent(const Mechanism& m, double count, Direction dir, double h,
+                            ld tail, ComponentPmfs* c);
+
+// The PMFs of sampling without replacement under replace-one adjacency: the remove
+// direction of the Poisson-sampled base at the same rate, symmetrized (pld_replace_one.cc);
+// the same PMFs serve both directions.
+Result<void> BuildWithoutReplacement(const Mechanism& m, double count, double h, ld tail,
+                                     ComponentPmfs* c) {
+  Result<Event> inner = Event::FromJsonString(m.inner);
+  if (!inner.ok()) return inner.error_value();
+  std::map<Mechanism, double> flat;
+  DPKIT_RETURN_IF_ERROR(Flatten(*inner, 1.0, m.sampling_rate, &flat));
+  if (flat.size() != 1) {
+    return Error{"internal error: a without-replacement base is not one mechanism"};
+  }
+  ComponentPmfs poisson;
+  DPKIT_RETURN_IF_ERROR(
+      BuildComponent(flat.begin()->first, count, Direction::kRemove, h, tail, &poisson));
+  SymmetrizeRemovePmfs(poisson, h, c);
+  return OkResult();
+}
+
 // The component PMFs of one mechanism in one direction.
 Result<void> BuildComponent(const Mechanism& m, double count, Direction dir, double h,
                             ld tail, ComponentPmfs* c) {
@@ -46,6 +69,8 @@ Result<void> BuildComponent(const Mechanism& m, double count, Direction dir, dou
                                 &c->upper, &unused);
     BuildRandomizedResponsePmfs({Base::kRandomizedResponse, m.parameter / 2, 1.0, 0.0}, h,
                                 &unused, &c->lower);
+  } else if (m.base == Base::kWithoutReplacement) {
+    DPKIT_RETURN_IF_ERROR(BuildWithoutReplacement(m, count, h, tail, c));
   } else if (m.base == Base::kSampledComposition) {
     DPKIT_RETURN_IF_ERROR(BuildSampledComposition(m, dir, h, tail, &c->upper, &c->lower));
   } else if (m.base == Base::kDiscreteGaussian) {
@@ -83,8 +108,19 @@ Result<Prepared> Prepare(const Event& event, const GridOptions& options, ld tail
   out.h = ChooseInterval(flat, options);
   out.flat.assign(flat.begin(), flat.end());
   out.symmetric = true;
+  bool replace_one = false, poisson = false;
   for (const auto& [m, count] : flat) {
-    if (m.base != Base::kRandomizedResponse && m.sampling_rate < 1) out.symmetric = false;
+    if (m.base == Base::kWithoutReplacement) {
+      replace_one = true;  // symmetric (pld_replace_one.cc)
+    } else if (m.base != Base::kRandomizedResponse && m.sampling_rate < 1) {
+      out.symmetric = false;
+      poisson = true;
+    }
+  }
+  if (replace_one && poisson) {
+    return Error{"the pld accountant cannot compose sampled_without_replacement events "
+                 "(replace-one adjacency) with poisson_sampled ones (add/remove adjacency; use "
+                 "--accountant=rdp)"};
   }
   out.tail = std::max<ld>(tail_budget / std::max(total, 1.0), 1e-300_ld);
   return out;

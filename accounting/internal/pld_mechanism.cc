@@ -5,6 +5,7 @@
 #include <map>
 
 #include "dpkit/accounting/internal/format.h"
+#include "dpkit/accounting/internal/pld_replace_one.h"
 
 namespace dpkit::accounting::pld_internal {
 
@@ -35,6 +36,10 @@ Result<void> FlattenSampledComposition(const Event& event, double count, double 
   DPKIT_RETURN_IF_ERROR(Flatten(event, 1.0, 1.0, &inner));
   double v = 0;
   for (const auto& [m, c] : inner) {
+    if (m.base == Base::kWithoutReplacement) {
+      return Error{"the pld accountant cannot Poisson-sample a sampled_without_replacement "
+                   "event (use --accountant=rdp)"};
+    }
     if (m.base == Base::kSampledComposition || m.sampling_rate < 1) {
       return Error{"the pld accountant cannot Poisson-sample a composition that contains a "
                    "Poisson-sampled event (use --accountant=rdp)"};
@@ -56,6 +61,35 @@ Result<void> FlattenSampledComposition(const Event& event, double count, double 
   v = std::min(q * q * std::expm1(std::min(v, 700.0)), q * (v + v * v / 4));
   Mechanism m{Base::kSampledComposition, std::sqrt(std::min(v, 1e300)), sampling_rate, 0};
   m.inner = event.ToJsonString();
+  (*out)[m] += count;
+  return OkResult();
+}
+
+// Sampling without replacement (replace-one adjacency) of a Gaussian, Laplace or discrete
+// Gaussian becomes one kWithoutReplacement component (pld_replace_one.cc); with m = n it is
+// the base itself. Its grid-choice parameter: the rough loss standard deviation of the
+// Poisson-sampled base at the same rate (the component is that law's remove direction,
+// symmetrized).
+Result<void> FlattenWithoutReplacement(const Event& event, double count, double sampling_rate,
+                                       std::map<Mechanism, double>* out) {
+  if (sampling_rate < 1) {
+    return Error{"the pld accountant cannot Poisson-sample a sampled_without_replacement event "
+                 "(use --accountant=rdp)"};
+  }
+  const Event& inner = event.inner();
+  if (inner.kind() != EventKind::kGaussian && inner.kind() != EventKind::kLaplace &&
+      inner.kind() != EventKind::kDiscreteGaussian) {
+    return Error{"the pld accountant supports sampled_without_replacement only of gaussian, "
+                 "laplace and discrete_gaussian events (use --accountant=rdp)"};
+  }
+  if (event.sample_size() >= event.population()) return Flatten(inner, count, 1.0, out);
+  const double p =
+      WithoutReplacementRate(event.population(), event.sample_size(), Bound::kUpper);
+  std::map<Mechanism, double> base;
+  DPKIT_RETURN_IF_ERROR(Flatten(inner, 1.0, p, &base));
+  const double v = RoughLossVariance(base.begin()->first);
+  Mechanism m{Base::kWithoutReplacement, std::sqrt(std::min(v, 1e300)), p, 0};
+  m.inner = inner.ToJsonString();
   (*out)[m] += count;
   return OkResult();
 }
@@ -94,8 +128,7 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
     case EventKind::kPoissonSampled:
       return Flatten(event.inner(), count, sampling_rate * event.sampling_rate(), out);
     case EventKind::kSampledWithoutReplacement:
-      return Error{"the pld accountant does not support sampled_without_replacement "
-                   "events (use --accountant=rdp)"};
+      return FlattenWithoutReplacement(event, count, sampling_rate, out);
     case EventKind::kSelfComposed:
       if (sampling_rate < 1) return FlattenSampledComposition(event, count, sampling_rate, out);
       return Flatten(event.inner(), count * static_cast<double>(event.count()),
@@ -110,36 +143,38 @@ Result<void> Flatten(const Event& event, double count, double sampling_rate,
   return Error{"unknown event kind"};
 }
 
+// Rough per-step loss variance of a component (grid choice only): per step the loss
+// variance of a q-subsampled Gaussian is about q^2 (e^{1/sigma^2} - 1) (the chi^2
+// divergence) for small q, and at most about q (1/sigma^2 + 1/(4 sigma^4)) (second moment
+// of the unsampled loss N(1/(2 sigma^2), 1/sigma^2), weighted by q) when e^{1/sigma^2} is
+// large.
+double RoughLossVariance(const Mechanism& m) {
+  const double q = m.sampling_rate;
+  const double inv2 = 1.0 / (m.parameter * m.parameter);
+  switch (m.base) {
+    case Base::kGaussian:
+      return std::min(q * q * std::expm1(std::min(inv2, 700.0)), q * (inv2 + inv2 * inv2 / 4));
+    case Base::kDiscreteGaussian: {  // as the Gaussian with noise multiplier sigma/D
+      const double d = static_cast<double>(m.sensitivity);
+      const double r2 = std::min(d * d * inv2, 1e300);
+      return std::min(q * q * std::expm1(std::min(r2, 700.0)), q * (r2 + r2 * r2 / 4));
+    }
+    case Base::kLaplace:  // |loss| <= 1/b
+      return std::min(q * q * std::expm1(std::min(2 * inv2, 700.0)), q * inv2);
+    default:  // the parameter is the standard deviation itself (or eps for RR / BR)
+      return m.parameter * m.parameter;
+  }
+}
+
 // Grid spacing from the tolerance: the connect-the-dots error of a T-fold composition
 // grows like T h^2 times the per-step loss variance (second order), so for a relative
 // accuracy tol of eps we take h ~ sqrt(tol * eps_scale / (T var)), clamped.
 double ChooseInterval(const std::map<Mechanism, double>& flat, const GridOptions& options) {
   if (options.discretization_interval > 0) return options.discretization_interval;
-  // Total variance of the losses (rough): per step the loss variance of a q-subsampled
-  // Gaussian is about q^2 (e^{1/sigma^2} - 1) (the chi^2 divergence) for small q, and at
-  // most about q (1/sigma^2 + 1/(4 sigma^4)) (second moment of the unsampled loss
-  // N(1/(2 sigma^2), 1/sigma^2), weighted by q) when e^{1/sigma^2} is large.
+  // Total variance of the losses (rough, RoughLossVariance).
   double var = 0, max_step_var = 0;
   for (const auto& [m, count] : flat) {
-    double v;
-    const double q = m.sampling_rate;
-    const double inv2 = 1.0 / (m.parameter * m.parameter);
-    switch (m.base) {
-      case Base::kGaussian:
-        v = std::min(q * q * std::expm1(std::min(inv2, 700.0)), q * (inv2 + inv2 * inv2 / 4));
-        break;
-      case Base::kDiscreteGaussian: {  // as the Gaussian with noise multiplier sigma/D
-        const double d = static_cast<double>(m.sensitivity);
-        const double r2 = std::min(d * d * inv2, 1e300);
-        v = std::min(q * q * std::expm1(std::min(r2, 700.0)), q * (r2 + r2 * r2 / 4));
-        break;
-      }
-      case Base::kLaplace:  // |loss| <= 1/b
-        v = std::min(q * q * std::expm1(std::min(2 * inv2, 700.0)), q * inv2);
-        break;
-      default:
-        v = m.parameter * m.parameter;
-    }
+    const double v = RoughLossVariance(m);
     var += count * v;
     max_step_var = std::max(max_step_var, v);
   }

@@ -23,11 +23,15 @@ struct GridOptions {
 Result<void> CheckGridOptions(const GridOptions& options);
 
 // Flattens an event tree into (mechanism, count) with counts multiplied out, sampling
-// rates of nested Poisson sampling multiplied, and a Poisson-sampled composition kept as
-// one kSampledComposition component (added to *out). An error for events the PLD
+// rates of nested Poisson sampling multiplied, a Poisson-sampled composition kept as
+// one kSampledComposition component and a without-replacement sampled base as one
+// kWithoutReplacement component (added to *out). An error for events the PLD
 // accountant does not support.
 Result<void> Flatten(const Event& event, double count, double sampling_rate,
                      std::map<Mechanism, double>* out);
+
+// A rough per-step loss variance of the component (grid choice only).
+double RoughLossVariance(const Mechanism& m);
 
 // Grid spacing from the tolerance (or the fixed spacing of the options).
 double ChooseInterval(const std::map<Mechanism, double>& flat, const GridOptions& options);

@@ -212,12 +212,13 @@ absl::StatusOr<RunPlan> PlanRun(const TrainOptions& o, const TaskDefaults& d, in
     if (d.noise_multiplier == 0) {
       return absl::InvalidArgumentError("--target_epsilon needs a private training algorithm");
     }
-    // Fixed-size steps: the replace-one event's RDP (models/training_ledger.h); private
-    // training metrics: the steps composed with every epoch's release.
+    // Fixed-size steps: the replace-one event's headline, PLD or RDP, whichever is smaller
+    // (models/training_ledger.h); private training metrics: the steps composed with every
+    // epoch's release.
     absl::StatusOr<double> calibrated =
         plan.step.fixed_size()
-            ? CalibrateFixedSizeNoiseMultiplierRdp(*o.target_epsilon, p.delta, n, p.batch_size,
-                                                   plan.total_steps)
+            ? CalibrateFixedSizeNoiseMultiplier(*o.target_epsilon, p.delta, n, p.batch_size,
+                                                plan.total_steps)
         : plan.metrics.released_privately()
             ? CalibrateWithTrainMetrics(*o.target_epsilon, plan)
             : CalibrateNoiseMultiplierRdp(*o.target_epsilon, p.delta, p.sampling_rate,

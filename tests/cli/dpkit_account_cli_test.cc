@@ -107,6 +107,33 @@ TEST(DpkitLedgerStdinTest, StdinEqualsFile) {
   ExpectUsageError("ledger - < " + broken, "standard input line 53");
 }
 
+// Fixed-size steps (`dpkit train --sampler=fixed_size`: one SampledWithoutReplacement event
+// line per step, replace-one adjacency): `dpkit ledger` merges them and reports the PLD
+// interval (upper bound from C_p(f), lower bound from an explicit pair of datasets) beside
+// RDP, exactly as `dpkit account` reports the merged event; PLD's upper bound heads it.
+TEST(DpkitLedgerStdinTest, FixedSizeStepsAreAccountedByPldAndRdp) {
+  const std::string step =
+      R"({"type":"sampled_without_replacement","population":60000,"sample_size":256,)"
+      R"("event":{"type":"gaussian","noise_multiplier":0.55}})";
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "{\"type\":\"event\",\"event\":" + step + "}\n";
+  const std::string ledger = WriteFile("fixed.jsonl", text);
+  const std::string event =
+      WriteFile("fixed.json", R"({"type":"self_composed","count":200,"event":)" + step + "}");
+  CliRun from_ledger = Dpkit("ledger " + ledger + " --format=json");
+  CliRun from_event = Dpkit("account " + event + " --format=json");
+  ASSERT_EQ(from_ledger.exit_code, 0) << from_ledger.err;
+  ASSERT_EQ(from_event.exit_code, 0) << from_event.err;
+  json a = json::parse(from_ledger.out), b = json::parse(from_event.out);
+  for (const char* key : {"rdp", "pld", "headline"}) EXPECT_EQ(a[key], b[key]) << key;
+  const json& pld = a["pld"];
+  ASSERT_TRUE(pld.contains("epsilon_upper")) << a.dump();
+  EXPECT_LT(pld["epsilon_lower"].get<double>(), pld["epsilon_upper"].get<double>());
+  EXPECT_LT(pld["epsilon_upper"].get<double>(), a["rdp"]["epsilon"].get<double>());
+  EXPECT_EQ(a["headline"]["accountant"], "pld");
+  EXPECT_TRUE(a["gdp"].contains("not_applicable"));
+}
+
 TEST(DpkitDeltaWarningTest, WarnsOnOneStderrLineWhenDeltaIsNotBelowOneOverN) {
   const std::string run = "epsilon --dataset_size=1000 --batch_size=10 --noise_multiplier=1 --steps=10 "
                           "--accountant=rdp --format=json";
