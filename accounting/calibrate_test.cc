@@ -138,6 +138,14 @@ TEST(CalibrateTest, LargestStepsEdgeCases) {
   EXPECT_LE(capped->epsilon, 10.0);
   EXPECT_FALSE(LargestSteps(1.0, 1e-5, 0.01, 0.0, 10, Accountant::kRdp).ok());
   EXPECT_FALSE(LargestSteps(1.0, 1e-5, 0.01, 1.0, 0, Accountant::kRdp).ok());
+  // Huge noise: max_steps itself meets the target (issue 21: sigma 1e308 searched for
+  // over a minute).
+  for (const Accountant a : {Accountant::kRdp, Accountant::kGdp}) {
+    auto huge = LargestSteps(1.0, 1e-5, 0.01, 1e308, 1000000000, a);
+    ASSERT_TRUE(huge.ok()) << huge.error();
+    EXPECT_EQ(huge->steps, 1000000000);
+    EXPECT_LE(huge->epsilon, 1.0);
+  }
 }
 
 // Independent computation of eq. (3.2) of Bu et al. 2020 with std::erfc and of its

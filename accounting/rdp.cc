@@ -162,6 +162,21 @@ Result<double> LogAMinusOneFractional(double q, double sigma, double order, int6
         log_pos = LogAdd(log_pos, std::log(8 * DBL_EPSILON) + LogAdd(log_pos, log_neg));
         return LogSub(log_pos, log_neg);
       }
+      // Huge σ: A_α − 1 ~ q² α (α − 1) / (2σ²) lies within a million ulps of the sums
+      // (which are near q² α²), so the estimate is rounding noise and the rule above
+      // would run to max_terms (issue 21: 2e6 terms per order, seconds per RDP curve at
+      // σ = 1e8). Once the terms are below the rounding, fall back to joint convexity:
+      // A_α(P, Q) = E_Q[(P/Q)^α] is an f-divergence (f(t) = t^α convex), jointly convex
+      // in (P, Q) (Csiszár 1967; van Erven, Harremoës 2014, Sec. III), so for the mixture
+      // P = (1−q) N(0, σ²) + q N(1, σ²) against Q = N(0, σ²)
+      //   A_α − 1 <= q (e^{α(α−1)/(2σ²)} − 1)
+      // (the Gaussian's A_α, Mironov 2017, Prop. 7). Rounded up by a few ulps.
+      const double log_floor = std::log(DBL_EPSILON) + LogAdd(log_pos, log_neg);
+      if (log_magnitude <= log_floor &&
+          (log_estimate == kNegInf || log_estimate <= log_floor + std::log(1e6))) {
+        const double x = order * (order - 1) / (2 * sigma2);
+        return log_q + std::log(std::expm1(x)) + 16 * DBL_EPSILON;
+      }
     }
     if (positive) {
       log_pos = LogAdd(log_pos, log_magnitude);

@@ -191,6 +191,30 @@ TEST(RdpTest, NonConvergedSeriesIsAnErrorAndAnInfiniteOrderNeverADroppedOne) {
   EXPECT_TRUE(std::isfinite(eps->epsilon));
 }
 
+// Huge noise: A_α − 1 ~ q² α² / (2σ²) lies far below the rounding of sums near 1, so the
+// series stops at the rounding floor with the unsampled Gaussian's bound instead of running
+// to the term limit (issue 21: 2e6 terms per fractional order, seconds per curve at
+// σ = 1e8, which made `dpkit calibrate --solve_for=steps --noise_multiplier=1e308` run
+// for minutes). Still an upper bound: at least the integer-order neighbour's value below
+// it (RDP is nondecreasing in the order).
+TEST(RdpTest, FractionalSeriesStopsAtTheRoundingFloorForHugeNoise) {
+  for (double sigma : {1e4, 1e8, 1e308}) {
+    Result<double> r = RdpPoissonSubsampledGaussianWithTermLimit(0.01, sigma, 2.5, 1000);
+    ASSERT_TRUE(r.ok()) << sigma << ": " << r.error();
+    Result<double> below = RdpPoissonSubsampledGaussian(0.01, sigma, 2.0);
+    Result<double> above = RdpPoissonSubsampledGaussian(0.01, sigma, 3.0);
+    ASSERT_TRUE(below.ok() && above.ok());
+    EXPECT_GE(*r, *below) << sigma;
+    // Below order 3's value where the series resolves A_α − 1 (σ 1e4), else at most
+    // log(1 + q (e^{α(α−1)/(2σ²)} − 1)) / (α − 1) ~ q α / (2σ²).
+    if (sigma == 1e4) {
+      EXPECT_LE(*r, *above * (1 + 1e-6)) << sigma;
+    } else {
+      EXPECT_LE(*r, 0.01 * 2.5 / (2 * sigma * sigma) * (1 + 1e-12)) << sigma;
+    }
+  }
+}
+
 // TensorFlow Privacy's compute_dp_sgd_privacy examples (its README / tutorials), with
 // its order grid. Both published figures match the improved conversion (Balle et al. 2020
 // Thm. 21, which TF Privacy adopted) to all 10 printed digits; the classic conversion

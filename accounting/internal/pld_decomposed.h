@@ -22,7 +22,7 @@ namespace dpkit::accounting::pld_internal {
 // a sum of at most b.size() non-negative products, rounded down (lower) or up (upper) by
 // an allowance covering that many roundings. Lower: mass at +inf and masses below 1e-150
 // are dropped. Upper: they go to +inf, with every product they could take part in.
-Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound = Bound::kLower);
+Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound);
 
 // Cost limits of the decomposition (7), so that it costs a fraction of a second, never
 // minutes (issue 21: q = 0.01, sigma = 0.3, T = 1000 spent 92 % of 9 s in it; q = 1e-6,

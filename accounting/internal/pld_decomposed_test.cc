@@ -26,9 +26,27 @@ TEST(PldDecomposedTest, ConvolveDirectIsExactOnSmallPmfs) {
     EXPECT_GE(c->mass[i], want[i]);
     EXPECT_NEAR(static_cast<double>(c->mass[i]), static_cast<double>(want[i]), 1e-15);
   }
-  auto lower = ConvolveDirect(a, b, 2);
+  auto lower = ConvolveDirect(a, b, 2, Bound::kLower);
   ASSERT_TRUE(lower.ok());
   for (int i = 0; i < 4; ++i) EXPECT_LE(lower->mass[i], want[i]);
+}
+
+// Upper: a pair with either draw at +inf is at +inf (issue 21: the tail's powers were
+// composed with the lower bound's rule, which drops it).
+TEST(PldDecomposedTest, ConvolveDirectUpperKeepsTheMassAtInfinity) {
+  Pmf a, b;
+  a.min_index = 0;
+  a.mass = {0.9L};
+  a.infinity_mass = 0.1L;
+  b.min_index = 0;
+  b.mass = {0.8L};
+  b.infinity_mass = 0.2L;
+  auto upper = ConvolveDirect(a, b, 1, Bound::kUpper);
+  ASSERT_TRUE(upper.ok());
+  EXPECT_GE(upper->infinity_mass, 1 - 0.9L * 0.8L);
+  auto lower = ConvolveDirect(a, b, 1, Bound::kLower);
+  ASSERT_TRUE(lower.ok());
+  EXPECT_EQ(lower->infinity_mass, 0);
 }
 
 TEST(PldDecomposedTest, DoesNotApplyToOtherEventsOrFewUses) {

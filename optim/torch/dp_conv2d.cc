@@ -29,9 +29,11 @@ using per_example_internal::ToHandle;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The bias is optional (an undefined tensor cannot be an input of a custom function).
 struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias,
                                int64_t handle, std::vector<int64_t> stride,
                                std::vector<int64_t> padding, std::vector<int64_t> dilation) {
     ctx->saved_data["capture"] = handle;
@@ -74,8 +76,15 @@ DpConv2dImpl::DpConv2dImpl(const DpConv2dOptions& options) : options_(options) {
       "weight", torch::empty({options.out_channels, options.in_channels,
                               options.kernel_size[0], options.kernel_size[1]})
                     .uniform_(-bound, bound));
-  bias = register_parameter("bias",
-                            torch::empty({options.out_channels}).uniform_(-bound, bound));
+  if (options.bias) {
+    bias = register_parameter("bias",
+                              torch::empty({options.out_channels}).uniform_(-bound, bound));
+  }
+}
+
+std::vector<torch::Tensor> DpConv2dImpl::DpParameters() {
+  if (options_.bias) return {weight, bias};
+  return {weight};
 }
 
 torch::Tensor DpConv2dImpl::forward(const torch::Tensor& input) {
@@ -88,8 +97,10 @@ torch::Tensor DpConv2dImpl::forward(const torch::Tensor& input) {
   if (!torch::GradMode::is_enabled()) {
     return torch::conv2d(input, weight, bias, stride, padding, dilation);
   }
-  return Conv2dFunction::apply(input, weight, bias, ToHandle(&capture_), stride, padding,
-                               dilation);
+  const c10::optional<torch::Tensor> optional_bias =
+      options_.bias ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+  return Conv2dFunction::apply(input, weight, optional_bias, ToHandle(&capture_), stride,
+                               padding, dilation);
 }
 
 int64_t DpConv2dImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
@@ -174,7 +185,7 @@ void DpConv2dImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
   });
   per_example_valid_ = !ghost;
   out->push_back(norms);
-  out->push_back(SquaredNorms(g.sum(2)));
+  if (options_.bias) out->push_back(SquaredNorms(g.sum(2)));
 }
 
 std::vector<torch::Tensor> DpConv2dImpl::PerExampleGradients() {
@@ -184,6 +195,7 @@ std::vector<torch::Tensor> DpConv2dImpl::PerExampleGradients() {
   torch::Tensor g = capture_.backprop.reshape({batch, options_.out_channels, -1});
   std::vector<int64_t> shape = weight.sizes().vec();
   shape.insert(shape.begin(), batch);
+  if (!options_.bias) return {torch::bmm(g, u).view(shape)};
   return {torch::bmm(g, u).view(shape), g.sum(2)};
 }
 
@@ -199,14 +211,15 @@ void DpConv2dImpl::AppendMicrobatchSquaredNorms(const torch::Tensor& microbatche
   torch::Tensor gm =
       GroupRows(g.transpose(1, 2), microbatches).reshape({m, -1, options_.out_channels});
   out->push_back(PositionSquaredNorms(a, gm, method_));
-  out->push_back(SquaredNorms(GroupRows(g.sum(2), microbatches).sum(1)));
+  if (options_.bias) out->push_back(SquaredNorms(GroupRows(g.sum(2), microbatches).sum(1)));
 }
 
 void DpConv2dImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scales,
                                          std::vector<torch::Tensor>* sums) {
   CheckCapture(*this);
-  TORCH_CHECK(scales.size() == 2 && sums->size() == 2, Describe(),
-              ": expected 2 scale vectors and 2 sums");
+  const size_t n = options_.bias ? 2 : 1;
+  TORCH_CHECK(scales.size() == n && sums->size() == n, Describe(), ": expected ", n,
+              " scale vectors and ", n, " sums");
   const torch::Tensor& a = capture_.activation;
   const int64_t batch = a.size(0), out_channels = options_.out_channels;
   const int64_t ckk = weight.numel() / out_channels;
@@ -233,7 +246,7 @@ void DpConv2dImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scale
     });
     (*sums)[0].add_(partial.sum(0).view_as((*sums)[0]));
   }
-  (*sums)[1].addmv_(g.sum(2).t(), scales[1].to(g.scalar_type()));
+  if (options_.bias) (*sums)[1].addmv_(g.sum(2).t(), scales[1].to(g.scalar_type()));
 }
 
 void DpConv2dImpl::ClearCapture() {

@@ -27,6 +27,7 @@ struct DpConv2dOptions {
   std::array<int64_t, 2> stride = {1, 1};
   std::array<int64_t, 2> padding = {0, 0};
   std::array<int64_t, 2> dilation = {1, 1};
+  bool bias = true;  // false: no bias parameter (torch::nn::Conv2dOptions::bias(false))
 };
 
 class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
@@ -36,7 +37,7 @@ class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
   explicit DpConv2dImpl(const DpConv2dOptions& options);
   torch::Tensor forward(const torch::Tensor& input);
 
-  std::vector<torch::Tensor> DpParameters() override { return {weight, bias}; }
+  std::vector<torch::Tensor> DpParameters() override;
   bool HasCapture() const override { return capture_.backprop.defined(); }
   int64_t CapturedBatchSize() const override;
   void AppendSquaredNorms(std::vector<torch::Tensor>* out) override;
@@ -51,7 +52,7 @@ class DpConv2dImpl : public torch::nn::Module, public PerExampleLayer {
   const DpConv2dOptions& options() const { return options_; }
 
   torch::Tensor weight;  // (out, in, kh, kw)
-  torch::Tensor bias;    // (out)
+  torch::Tensor bias;    // (out), undefined without a bias
 
  private:
   // im2row: (b, C, H, W) -> (b, L, C*kh*kw), row (y, x) = receptive field of output (y, x).

@@ -25,17 +25,20 @@ using per_example_internal::ToHandle;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// z = a W^T + b. Backward returns dL/da only; the weight gradient is assembled later from
-// the capture with per-example clip factors.
+// z = a W^T + b (b optional: an undefined tensor cannot be an input of a custom function).
+// Backward returns dL/da only; the weight gradient is assembled later from the capture with
+// per-example clip factors.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
-                               int64_t handle) {
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias, int64_t handle) {
     ctx->saved_data["capture"] = handle;
     ctx->save_for_backward({weight});
     FromHandle(handle)->activation = input.detach();
-    return torch::addmm(bias, input.reshape({-1, input.size(-1)}), weight.t())
-        .view([&] {
+    torch::Tensor rows = input.reshape({-1, input.size(-1)});
+    torch::Tensor z = bias.has_value() ? torch::addmm(*bias, rows, weight.t())
+                                       : torch::mm(rows, weight.t());
+    return z.view([&] {
           std::vector<int64_t> s = input.sizes().vec();
           s.back() = weight.size(0);
           return s;
@@ -65,13 +68,20 @@ bool KeepPerExampleGradients(NormMethod method, int64_t positions) {
 
 }  // namespace
 
-DpLinearImpl::DpLinearImpl(int64_t in_features, int64_t out_features)
-    : in_features_(in_features), out_features_(out_features) {
+DpLinearImpl::DpLinearImpl(int64_t in_features, int64_t out_features, bool has_bias)
+    : in_features_(in_features), out_features_(out_features), has_bias_(has_bias) {
   TORCH_CHECK(in_features > 0 && out_features > 0, "DpLinear: sizes must be > 0");
   double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   weight = register_parameter("weight",
                               torch::empty({out_features, in_features}).uniform_(-bound, bound));
-  bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
+  if (has_bias_) {
+    bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
+  }
+}
+
+std::vector<torch::Tensor> DpLinearImpl::DpParameters() {
+  if (has_bias_) return {weight, bias};
+  return {weight};
 }
 
 torch::Tensor DpLinearImpl::forward(const torch::Tensor& input) {
@@ -79,7 +89,9 @@ torch::Tensor DpLinearImpl::forward(const torch::Tensor& input) {
               ": input must be (B, ..., ", in_features_, "), got ", input.sizes());
   ClearCapture();
   if (!torch::GradMode::is_enabled()) return torch::nn::functional::linear(input, weight, bias);
-  return LinearFunction::apply(input, weight, bias, ToHandle(&capture_));
+  const c10::optional<torch::Tensor> optional_bias =
+      has_bias_ ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+  return LinearFunction::apply(input, weight, optional_bias, ToHandle(&capture_));
 }
 
 int64_t DpLinearImpl::CapturedBatchSize() const { return capture_.activation.size(0); }
@@ -123,12 +135,13 @@ void DpLinearImpl::AppendSquaredNorms(std::vector<torch::Tensor>* out) {
       per_example_ = torch::Tensor();  // the clipped sum: one product over all positions
     }
   }
-  out->push_back(SquaredNorms(g.sum(1)));
+  if (has_bias_) out->push_back(SquaredNorms(g.sum(1)));
 }
 
 std::vector<torch::Tensor> DpLinearImpl::PerExampleGradients() {
   CheckCapture(*this);
   torch::Tensor a = A(), g = G();
+  if (!has_bias_) return {torch::bmm(g.transpose(1, 2), a)};
   return {torch::bmm(g.transpose(1, 2), a), g.sum(1)};
 }
 
@@ -141,14 +154,15 @@ void DpLinearImpl::AppendMicrobatchSquaredNorms(const torch::Tensor& microbatche
   torch::Tensor a = GroupRows(A(), microbatches).reshape({m, -1, in_features_});
   torch::Tensor g = GroupRows(G(), microbatches).reshape({m, -1, out_features_});
   out->push_back(PositionSquaredNorms(a, g, method_));
-  out->push_back(SquaredNorms(g.sum(1)));
+  if (has_bias_) out->push_back(SquaredNorms(g.sum(1)));
 }
 
 void DpLinearImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scales,
                                          std::vector<torch::Tensor>* sums) {
   CheckCapture(*this);
-  TORCH_CHECK(scales.size() == 2 && sums->size() == 2, Describe(),
-              ": expected 2 scale vectors and 2 sums");
+  const size_t n = has_bias_ ? 2 : 1;
+  TORCH_CHECK(scales.size() == n && sums->size() == n, Describe(), ": expected ", n,
+              " scale vectors and ", n, " sums");
   torch::Tensor a = A(), g = G();
   int64_t batch = a.size(0);
   if (per_example_valid_) {
@@ -163,7 +177,7 @@ void DpLinearImpl::AddScaledGradientSums(const std::vector<torch::Tensor>& scale
       (*sums)[0].addmm_((g * s0).reshape({-1, out_features_}).t(), a.reshape({-1, in_features_}));
     }
   }
-  (*sums)[1].addmv_(g.sum(1).t(), scales[1].to(g.scalar_type()));
+  if (has_bias_) (*sums)[1].addmv_(g.sum(1).t(), scales[1].to(g.scalar_type()));
 }
 
 void DpLinearImpl::ClearCapture() {
@@ -173,7 +187,8 @@ void DpLinearImpl::ClearCapture() {
 }
 
 std::string DpLinearImpl::Describe() const {
-  return absl::StrCat("DpLinear(", in_features_, ", ", out_features_, ")");
+  return absl::StrCat("DpLinear(", in_features_, ", ", out_features_,
+                      has_bias_ ? "" : ", bias=false", ")");
 }
 
 }  // namespace dpkit::optim

@@ -21,13 +21,15 @@
 namespace dpkit::optim {
 
 // Linear: input (B, in) or (B, T..., in). Weight init as torch::nn::Linear
-// (U(-1/sqrt(in), 1/sqrt(in)) for weight and bias).
+// (U(-1/sqrt(in), 1/sqrt(in)) for weight and bias). With has_bias false there is no bias
+// parameter (torch::nn::LinearOptions::bias(false)): `bias` stays undefined and the layer's
+// rules cover the weight alone.
 class DpLinearImpl : public torch::nn::Module, public PerExampleLayer {
  public:
-  DpLinearImpl(int64_t in_features, int64_t out_features);
+  DpLinearImpl(int64_t in_features, int64_t out_features, bool has_bias = true);
   torch::Tensor forward(const torch::Tensor& input);
 
-  std::vector<torch::Tensor> DpParameters() override { return {weight, bias}; }
+  std::vector<torch::Tensor> DpParameters() override;
   bool HasCapture() const override { return capture_.backprop.defined(); }
   int64_t CapturedBatchSize() const override;
   void AppendSquaredNorms(std::vector<torch::Tensor>* out) override;
@@ -41,7 +43,7 @@ class DpLinearImpl : public torch::nn::Module, public PerExampleLayer {
   std::string Describe() const override;
 
   torch::Tensor weight;  // (out, in)
-  torch::Tensor bias;    // (out)
+  torch::Tensor bias;    // (out), undefined without a bias
 
  private:
   // Activation as (B, T, in) and backprop as (B, T, out).
@@ -49,6 +51,7 @@ class DpLinearImpl : public torch::nn::Module, public PerExampleLayer {
   torch::Tensor G() const;
   bool UseGhost() const;
   int64_t in_features_, out_features_;
+  bool has_bias_;
   NormMethod method_ = NormMethod::kAuto;
   LayerCapture capture_;
   torch::Tensor per_example_;  // reused (B, out, in) buffer

@@ -59,26 +59,25 @@ absl::Status Refuse(const std::string& path, const torch::nn::Module& module,
       absl::StrCat("MakePrivate: module '", path, "' (", module.name(), ") ", why));
 }
 
-absl::StatusOr<Replacement> ReplaceLinear(const std::string& path, torch::nn::LinearImpl& m) {
+// Every torch::nn::Linear configuration (bias or not).
+absl::StatusOr<Replacement> ReplaceLinear(torch::nn::LinearImpl& m) {
   const auto& o = m.options;
-  if (!o.bias()) {
-    return Refuse(path, m, "has no bias, which DpLinear does not support: use bias(true)");
-  }
-  auto layer = MakeShared<DpLinearImpl>(o.in_features(), o.out_features());
+  auto layer = MakeShared<DpLinearImpl>(o.in_features(), o.out_features(), o.bias());
   layer->Adopt("weight", &layer->weight, m.weight);
-  layer->Adopt("bias", &layer->bias, m.bias);
+  if (o.bias()) layer->Adopt("bias", &layer->bias, m.bias);
   return Wrap(layer);
 }
 
 absl::StatusOr<Replacement> ReplaceConv2d(const std::string& path, torch::nn::Conv2dImpl& m) {
   const auto& o = m.options;
-  if (o.groups() != 1 || !o.bias() || o.transposed() ||
+  if (o.groups() != 1 || o.transposed() ||
       !c10::holds_alternative<torch::enumtype::kZeros>(o.padding_mode())) {
     return Refuse(path, m,
-                  "uses groups, no bias, a transposed kernel or non-zero padding, which "
-                  "DpConv2d does not support: use groups(1), bias(true), zero padding");
+                  "uses groups, a transposed kernel or non-zero padding, which DpConv2d does "
+                  "not support: use groups(1) and zero padding");
   }
   DpConv2dOptions options;
+  options.bias = o.bias();
   options.in_channels = o.in_channels();
   options.out_channels = o.out_channels();
   for (int d = 0; d < 2; ++d) {
@@ -93,7 +92,7 @@ absl::StatusOr<Replacement> ReplaceConv2d(const std::string& path, torch::nn::Co
   }
   auto layer = MakeShared<DpConv2dImpl>(options);
   layer->Adopt("weight", &layer->weight, m.weight);
-  layer->Adopt("bias", &layer->bias, m.bias);
+  if (o.bias()) layer->Adopt("bias", &layer->bias, m.bias);
   return Wrap(layer);
 }
 
@@ -247,7 +246,7 @@ absl::StatusOr<Replacement> ReplacementFor(const std::string& path, torch::nn::M
     return Refuse(path, m,
                   "has frozen and trainable parameters together: freeze all of them or none");
   }
-  if (auto* l = dynamic_cast<torch::nn::LinearImpl*>(&m)) return ReplaceLinear(path, *l);
+  if (auto* l = dynamic_cast<torch::nn::LinearImpl*>(&m)) return ReplaceLinear(*l);
   if (auto* c = dynamic_cast<torch::nn::Conv1dImpl*>(&m)) return ReplaceConv1d(*c);
   if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(&m)) return ReplaceConv2d(path, *c);
   if (auto* e = dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) return ReplaceEmbedding(path, *e);

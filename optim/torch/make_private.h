@@ -20,8 +20,8 @@
 // Dp* layers already in the model are kept. It refuses, with one line naming the module's
 // path and what to use instead: BatchNorm (mixes examples), any other module with trainable
 // parameters and no per-example rule (Conv3d, ConvTranspose*, Bilinear, PReLU, ...), a
-// configuration the rules do not cover (Linear without bias; Conv2d grouped, bias-free or
-// not zero-padded; Embedding with padding_idx / max_norm / sparse), frozen and trainable
+// configuration the rules do not cover (Conv2d grouped, transposed or not zero-padded;
+// Embedding with padding_idx / max_norm / sparse), frozen and trainable
 // parameters in one layer, TransformerEncoderLayer / TransformerDecoderLayer (they call
 // their layers through member holders, below), and a root that is itself such a layer (wrap
 // it in a Sequential).

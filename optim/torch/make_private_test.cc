@@ -262,11 +262,63 @@ TEST(MakePrivateTest, RefusesUnknownParametrisedModules) {
   EXPECT_TRUE(ConvertToPerExample(*frozen).ok());
 }
 
+// Bias-free Linear layers (transformer projections, LoRA-style adapters) over sequences:
+// the same tensors and outputs, no "bias" parameter, and every rule against the loop.
+TEST(MakePrivateTest, ReplacesBiasFreeLinearAndMatchesTheBatchSizeOneLoop) {
+  torch::manual_seed(11);
+  nn::Sequential net(nn::Linear(nn::LinearOptions(6, 5).bias(false)), nn::Tanh(), nn::Flatten(),
+                     nn::Linear(nn::LinearOptions(3 * 5, 3).bias(false)));
+  net->to(torch::kFloat64);
+  torch::Tensor x = torch::randn({4, 3, 6}, torch::kFloat64);
+  torch::Tensor before = net->forward(x);
+  std::map<std::string, torch::TensorImpl*> impls = ParameterImpls(*net);
+  ASSERT_TRUE(ConvertToPerExample(*net).ok());
+  EXPECT_EQ(ParameterImpls(*net), impls);  // "0.weight" and "3.weight" only
+  EXPECT_EQ(impls.size(), 2u);
+  EXPECT_TRUE(torch::equal(net->forward(x), before));
+  EXPECT_EQ(net[0]->as<DpLinearImpl>()->Describe(), "DpLinear(6, 5, bias=false)");
+  nn::SequentialImpl* seq = net.get();
+  TestModel model = ModelFromBody(net.ptr(), [seq](const torch::Tensor& in, bool reference) {
+    if (!reference) return seq->forward(in);
+    auto* fc1 = seq->ptr(0)->as<DpLinearImpl>();
+    auto* fc2 = seq->ptr(3)->as<DpLinearImpl>();
+    torch::Tensor h = torch::tanh(torch::matmul(in, fc1->weight.t())).flatten(1);
+    return torch::matmul(h, fc2->weight.t());
+  });
+  CheckAgainstLoop(model, x, torch::tensor({0, 2, 1, 2}, torch::kLong));
+}
+
+// A bias-free Conv2d (the convolution before a normalisation, as in ResNets with GroupNorm).
+TEST(MakePrivateTest, ReplacesBiasFreeConv2dAndMatchesTheBatchSizeOneLoop) {
+  torch::manual_seed(12);
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 3, 3).padding(1).bias(false)),
+                     nn::GroupNorm(1, 3), nn::ReLU(), nn::Flatten(), nn::Linear(3 * 5 * 5, 3));
+  net->to(torch::kFloat64);
+  torch::Tensor x = torch::randn({4, 2, 5, 5}, torch::kFloat64);
+  torch::Tensor before = net->forward(x);
+  torch::Tensor conv_before = net[0]->as<nn::Conv2dImpl>()->forward(x);
+  std::map<std::string, torch::TensorImpl*> impls = ParameterImpls(*net);
+  ASSERT_TRUE(ConvertToPerExample(*net).ok());
+  EXPECT_EQ(ParameterImpls(*net), impls);
+  EXPECT_EQ(impls.count("0.bias"), 0u);
+  // The convolution bit for bit; the whole model to rounding (the affine norm applies its
+  // affine after the normalisation).
+  EXPECT_TRUE(torch::equal(net[0]->as<DpConv2dImpl>()->forward(x), conv_before));
+  EXPECT_TRUE(torch::allclose(net->forward(x), before, 1e-13, 1e-13));
+  nn::SequentialImpl* seq = net.get();
+  TestModel model = ModelFromBody(net.ptr(), [seq](const torch::Tensor& in, bool reference) {
+    if (!reference) return seq->forward(in);
+    auto* conv = seq->ptr(0)->as<DpConv2dImpl>();
+    auto* gn = seq->ptr(1)->as<DpGroupNormImpl>();
+    auto* fc = seq->ptr(4)->as<DpLinearImpl>();
+    torch::Tensor h = torch::conv2d(in, conv->weight, {}, 1, 1);
+    h = torch::relu(torch::group_norm(h, 1, gn->weight, gn->bias)).flatten(1);
+    return torch::addmm(fc->bias, h, fc->weight.t());
+  });
+  CheckAgainstLoop(model, x, torch::tensor({0, 2, 1, 2}, torch::kLong));
+}
+
 TEST(MakePrivateTest, RefusesConfigurationsWithoutARule) {
-  nn::Sequential no_bias(nn::Linear(nn::LinearOptions(3, 3).bias(false)));
-  EXPECT_EQ(ConvertError(*no_bias),
-            "MakePrivate: module '0' (torch::nn::LinearImpl) has no bias, which DpLinear does "
-            "not support: use bias(true)");
   nn::Sequential padded(nn::Embedding(nn::EmbeddingOptions(10, 3).padding_idx(0)));
   EXPECT_NE(ConvertError(*padded).find("module '0' (torch::nn::EmbeddingImpl) uses padding_idx"),
             std::string::npos);
