@@ -221,6 +221,7 @@ struct RawBounds {
   // eps = 0). So the upper bound is the minimum over every certified curve, either
   // direction, every grid; the lower bound the maximum.
   ld delta0_upper = 1, delta0_lower = 0;
+  bool coarsened = false;  // the automatic grid did not fit (CoarsenUntilFits)
 };
 
 // Both bounds certified: keep the tighter side of each (5).
@@ -354,6 +355,7 @@ Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
                                    const PldOptions& options, ld tail_budget, bool with_delta0,
                                    Result<RawBounds> bounds) {
   double h = bounds.ok() ? bounds->h : 0;
+  const bool first_fits = bounds.ok();
   for (int round = 0; !bounds.ok() && round < 8; ++round) {
     if (bounds.error_value().code != ErrorCode::kGridLimit) return bounds;
     if (h == 0) {
@@ -369,6 +371,7 @@ Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
     coarser.discretization_interval = h;
     bounds = CertifiedBoundsOnGrid(event, query, coarser, tail_budget, with_delta0);
   }
+  if (bounds.ok() && !first_fits) bounds->coarsened = true;
   return bounds;
 }
 
@@ -445,6 +448,7 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
   bounds = CoarsenUntilFits(event, query, options, tail_budget, with_delta0, std::move(bounds));
   // Both query kinds refine: for delta(eps) the gap is compared with tolerance * delta.
   if (!bounds.ok()) return bounds;
+  const bool coarsened = bounds->coarsened;
   const double first_h = bounds->h;
   // The decomposed bound (7), before refining (it usually closes the gap, and then the
   // refinements, which cannot, are skipped).
@@ -471,6 +475,7 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
   }
   // Still a wide gap (a finer grid since the first attempt): try (7) again.
   if (bounds->h < decomposed_h) try_decomposed(&*bounds);
+  bounds->coarsened = coarsened;  // the refinements' results do not carry it
   return bounds;
 }
 
@@ -528,6 +533,7 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
   DPKIT_RETURN_IF_ERROR(MechanismLowerBound(event, query, options, tail_budget,
                                             options.with_delta0, &*raw, &analysis_lower));
   EpsilonBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
+  out.grid_coarsened = raw->coarsened;
   // Rounding to double: keep the upper bound up and the lower bound down.
   // (0 is exact: the certified delta at eps = 0 is already <= delta.)
   if (std::isfinite(out.epsilon_upper) && raw->upper > 0) {

@@ -90,6 +90,10 @@ struct EpsilonBounds {
   // [analysis_lower, epsilon_upper] is the discretisation's, [epsilon_lower,
   // analysis_lower] the analysis').
   double analysis_lower = 0;
+  // Whether the grid epsilon_tolerance asks for exceeded the limits, so that a coarser one
+  // (discretization_interval) was used: a second query of the same event on the automatic
+  // grid would search for a fitting grid again (callers may pass this one instead).
+  bool grid_coarsened = false;
 };
 
 struct DeltaBounds {

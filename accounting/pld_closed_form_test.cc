@@ -100,6 +100,25 @@ TEST_P(PldClosedFormTest, EpsilonBoundsBracketTheClosedForm) {
   }
 }
 
+// 1e8 steps of sigma 0.1: the grid the tolerance asks for does not fit, so a coarser one
+// is used and reported (EpsilonBounds::grid_coarsened; the report then computes delta(0)
+// on it instead of searching for a fitting grid again); the bounds still bracket the
+// closed form. At T 1e4 the automatic grid fits.
+TEST(PldClosedFormCoarsenedTest, CoarsenedGridIsReportedAndStillBracketsTheClosedForm) {
+  const double delta = 1e-5;
+  const int64_t steps = 100000000;
+  const ld mu = std::sqrt(static_cast<ld>(steps)) / 0.1L;
+  auto coarse = PldEpsilon(*Event::SelfComposed(*Event::Gaussian(0.1), steps), delta);
+  ASSERT_TRUE(coarse.ok()) << coarse.error();
+  EXPECT_TRUE(coarse->grid_coarsened);
+  const double exact = static_cast<double>(ClosedFormEpsilon(mu, delta));
+  EXPECT_LE(coarse->epsilon_lower, exact * (1 + kSlack));
+  EXPECT_GE(coarse->epsilon_upper, exact * (1 - kSlack));
+  auto fits = PldEpsilon(*Event::SelfComposed(*Event::Gaussian(1), 10000), delta);
+  ASSERT_TRUE(fits.ok()) << fits.error();
+  EXPECT_FALSE(fits->grid_coarsened);
+}
+
 TEST_P(PldClosedFormTest, DeltaBoundsBracketTheClosedForm) {
   const double sigma = GetParam();
   for (const int64_t steps : {int64_t{100000}, int64_t{1000000}}) {
