@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bu et al. 2020, Fig. 4 (not run by CI: ~20 s per epoch on 2 cores, ~1.5 h for one seed).
+# Bu et al. 2020, Fig. 4 (not run by CI: 4-6 s per epoch on 2 cores, 40 min for one seed on
+# 2026-11-29; results in docs/results/trained/bu-fig4.*).
 # The figure's caption (HDSR 2020 / PMC7695347): MNIST, NoisySGD, p = 256/60000, eta = 0.15,
 # R = 1.5, delta = 1e-5; one run per noise level, same (eps, delta) claimed for both:
 #   top:    sigma = 1.3 (moments accountant) vs sigma~ = 1.06 (CLT): (1.34, 1e-5) at epoch 20
