@@ -117,18 +117,15 @@ AccountantSlot<PldBound> PldSlot(const Event& event, ReportQuantity quantity, do
     double tv_upper = epsilon->delta0_upper, tv_lower = epsilon->delta0_lower;
     // The refinement target of PldDelta (gap <= 10 tolerance delta): where epsilon's grids
     // leave a wider gap (e.g. Table 1 row 6, sigma 0.5: [0.8394, 0.9218]), delta(0) is
-    // computed on its own. Where epsilon's automatic grid did not fit, on the grid epsilon
-    // ended on, not by a second search for a fitting grid (q 1e-6, sigma 0.5, T 1e7,
+    // computed on its own. Not where epsilon's automatic grid did not fit: a second search
+    // for a fitting grid costs as much again for nothing better (q 1e-6, sigma 0.5, T 1e7,
     // delta 1e-15: 18 s of coarsening and decomposition for the trivial [0, 1]; issues 16
-    // and 21). Both results are certified, the tighter sides kept; where the second
-    // computation fails, epsilon's are kept.
+    // and 21), and on the coarser grid epsilon ended on, delta(0) was already composed
+    // with its own tilt (with_delta0). Both results are certified, the tighter sides kept;
+    // where the second computation fails, epsilon's are kept.
     const double wanted = 10 * options.pld_options.epsilon_tolerance * tv_upper;
-    if (!(tv_upper < 1) || tv_upper - tv_lower > wanted) {
-      PldOptions tv_options = options.pld_options;
-      if (epsilon->grid_coarsened && tv_options.discretization_interval == 0) {
-        tv_options.discretization_interval = epsilon->discretization_interval;
-      }
-      Result<DeltaBounds> tv = PldDelta(event, 0.0, tv_options);
+    if (!epsilon->grid_coarsened && (!(tv_upper < 1) || tv_upper - tv_lower > wanted)) {
+      Result<DeltaBounds> tv = PldDelta(event, 0.0, options.pld_options);
       if (tv.ok()) {
         tv_upper = std::min(tv_upper, tv->delta_upper);
         tv_lower = std::max(tv_lower, tv->delta_lower);
