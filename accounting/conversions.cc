@@ -100,23 +100,67 @@ double LowerRoot(F f, double lo, double hi) {
   return a;
 }
 
+// A candidate value of log T(u) (the running maximum over orders), with log(1 − e^ly)
+// computed once for every order that is tested against it.
+struct Ceiling {
+  double ly = -kInf;
+  double l1y = 0;
+  explicit Ceiling(double log_y) : ly(log_y), l1y(std::log1p(-std::exp(log_y))) {}
+  Ceiling() = default;
+};
+
+// Whether log(e^x1 + e^x2) <= log_c, with the logarithm computed only where
+// max(x1, x2) does not decide it (log(e^x1 + e^x2) lies in [max, max + ln 2]; 0.7 > ln 2).
+bool LogSumAtMost(double x1, double x2, double log_c) {
+  const double m = std::max(x1, x2);
+  if (m > log_c) return false;
+  if (m + 0.7 <= log_c) return true;
+  return !(LogAddExp(x1, x2) > log_c);
+}
+
+// log h1(u, y) − log c and log h2(u, y) − log c for order k (proof (2)), from log y and
+// log(1 − y); and whether h1 (h2) <= c there.
+double LogH1Term2(const Constraint& k, const Point& p, double l1y) {
+  const double a = k.order;
+  return p.log_1mu == -kInf ? -kInf : a * p.log_1mu + (1 - a) * l1y;
+}
+double LogH1MinusLogC(const Constraint& k, const Point& p, double ly, double l1y) {
+  const double a = k.order;
+  return LogAddExp(a * p.log_u + (1 - a) * ly, LogH1Term2(k, p, l1y)) - k.log_c;
+}
+bool H1AtMostC(const Constraint& k, const Point& p, double ly, double l1y) {
+  const double a = k.order;
+  return LogSumAtMost(a * p.log_u + (1 - a) * ly, LogH1Term2(k, p, l1y), k.log_c);
+}
+double LogH2MinusLogC(const Constraint& k, const Point& p, double ly, double l1y) {
+  const double a = k.order;
+  return LogAddExp(a * ly + (1 - a) * p.log_u, a * l1y + (1 - a) * p.log_1mu) - k.log_c;
+}
+bool H2AtMostC(const Constraint& k, const Point& p, double ly, double l1y) {
+  const double a = k.order;
+  return LogSumAtMost(a * ly + (1 - a) * p.log_u, a * l1y + (1 - a) * p.log_1mu, k.log_c);
+}
+
 // log T(u) for one order: the log of the smallest y with h1 <= c and h2 <= c (proof (2)).
-// Returns a value <= the exact log T(u).
-double LogMinTypeTwo(const Constraint& k, const Point& p) {
+// Returns a value <= the exact log T(u). With a `ceiling` the caller only needs the value
+// if it exceeds ceiling.ly: h1 and h2 decrease in y on [0, u], so where both are <= c at
+// y = e^ceiling.ly (one evaluation each, instead of a root search) the root is <= it and
+// -inf is returned instead. Skipping such an order can only lower the maximum over
+// orders, which stays a lower bound on T(u): the bound stays certified.
+double LogMinTypeTwo(const Constraint& k, const Point& p, const Ceiling& ceiling = Ceiling()) {
   const double a = k.order;
   if (p.log_u == -kInf) return -kInf;  // u = 0: y = 0 is feasible
   if (k.log_c == 0) return p.log_u;    // ε_α = 0: P = Q, y = u
+  const double lu = p.log_u, l1u = p.log_1mu;
+  if (ceiling.ly >= lu) return -kInf;  // T(u) <= u for every order
   // T_1: root of log h1 − log c in log y on [ly_lo, log u]. At ly_lo the first term of
   // h1 alone equals c, so f >= 0; at log u, h1 = 1 < c.
-  const double lu = p.log_u, l1u = p.log_1mu;
-  auto f1 = [&](double ly) {
-    const double l1y = std::log1p(-std::exp(ly));
-    const double second = l1u == -kInf ? -kInf : a * l1u + (1 - a) * l1y;
-    return LogAddExp(a * lu + (1 - a) * ly, second) - k.log_c;
-  };
+  auto f1 = [&](double ly) { return LogH1MinusLogC(k, p, ly, std::log1p(-std::exp(ly))); };
   const double ly_lo = std::min(lu, (a * lu - k.log_c) / (a - 1));
   double log_t1;
-  if (!(f1(ly_lo) > 0)) {
+  if (ceiling.ly > ly_lo && H1AtMostC(k, p, ceiling.ly, ceiling.l1y)) {
+    log_t1 = -kInf;  // the root is <= ceiling.ly
+  } else if (!(f1(ly_lo) > 0)) {
     log_t1 = ly_lo;
   } else {
     log_t1 = LowerRoot(f1, ly_lo, lu);
@@ -129,26 +173,45 @@ double LogMinTypeTwo(const Constraint& k, const Point& p) {
     const double at_zero = (1 - a) * l1u - k.log_c;  // log h2(u, 0) − log c
     if (!(at_zero > 0)) {
       log_t2 = -kInf;
+    } else if (ceiling.ly > -kInf && H2AtMostC(k, p, ceiling.ly, ceiling.l1y)) {
+      log_t2 = -kInf;  // the root is <= e^ceiling.ly
     } else {
-      const double u = std::exp(lu);
       auto f2 = [&](double y) {
-        const double first = y > 0 ? a * std::log(y) + (1 - a) * lu : -kInf;
-        return LogAddExp(first, a * std::log1p(-y) + (1 - a) * l1u) - k.log_c;
+        const double ly = y > 0 ? std::log(y) : -kInf;
+        return LogH2MinusLogC(k, p, ly, std::log1p(-y));
       };
-      log_t2 = std::log(LowerRoot(f2, 0.0, u));
+      log_t2 = std::log(LowerRoot(f2, 0.0, std::exp(lu)));
     }
   }
   return std::max(log_t1, log_t2);
 }
 
+// log T(u) = max over orders (proof (2)), each order's value a lower bound. The order
+// whose T_1 bracket starts highest usually binds: it is solved first, and every other
+// order only where it can exceed the running maximum.
 double LogMinTypeTwo(const std::vector<Constraint>& constraints, const Point& p,
                      double* binding_order) {
-  double best = -kInf;
-  for (const Constraint& k : constraints) {
-    const double v = LogMinTypeTwo(k, p);
+  if (constraints.empty()) return -kInf;
+  size_t first = 0;
+  double first_floor = -kInf;
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    const Constraint& k = constraints[i];
+    const double floor = (k.order * p.log_u - k.log_c) / (k.order - 1);
+    if (floor > first_floor) {
+      first_floor = floor;
+      first = i;
+    }
+  }
+  double best = LogMinTypeTwo(constraints[first], p);
+  if (binding_order != nullptr) *binding_order = constraints[first].order;
+  Ceiling ceiling(best);
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    if (i == first) continue;
+    const double v = LogMinTypeTwo(constraints[i], p, ceiling);
     if (v > best) {
       best = v;
-      if (binding_order != nullptr) *binding_order = k.order;
+      ceiling = Ceiling(best);
+      if (binding_order != nullptr) *binding_order = constraints[i].order;
     }
   }
   return best;

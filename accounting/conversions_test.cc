@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "dpkit/accounting/event.h"
@@ -227,6 +228,33 @@ TEST(ConversionsTest, TradeoffBoundIsSymmetricAndBelowTheGaussianCurve) {
   }
   auto at_zero = RdpTradeoffLowerBound(orders, rdp, 0.0);
   EXPECT_EQ(*at_zero, 1.0);
+}
+
+// T(u) over all orders skips orders whose root cannot exceed the running maximum
+// (conversions.cc); a single order is always solved in full. The maximum over single-order
+// calls is the unpruned value: the pruned one must equal it (up to the root's rounding).
+TEST(ConversionsTest, AllOrdersTogetherEqualTheMaximumOverSingleOrders) {
+  const std::vector<double> orders = DefaultRdpOrders();
+  for (const auto& [q, sigma, steps] : {std::tuple{256.0 / 60000, 1.1, 14063},
+                                        std::tuple{0.01, 0.8, 100}, std::tuple{1.0, 5.0, 1},
+                                        std::tuple{0.1, 0.6, 1000}}) {
+    auto event = DpSgdEvent(q, sigma, steps);
+    ASSERT_TRUE(event.ok());
+    auto rdp = ComputeRdp(*event, orders);
+    ASSERT_TRUE(rdp.ok());
+    for (double x : {1e-16, 1e-9, 1e-4, 0.01, 0.2, 0.5, 0.8, 0.999, 1 - 1e-9}) {
+      auto together = RdpTradeoffLowerBound(orders, *rdp, x);
+      ASSERT_TRUE(together.ok());
+      double single_max = 0;
+      for (size_t i = 0; i < orders.size(); ++i) {
+        auto single = RdpTradeoffLowerBound({orders[i]}, {(*rdp)[i]}, x);
+        ASSERT_TRUE(single.ok());
+        single_max = std::max(single_max, *single);
+      }
+      EXPECT_NEAR(*together, single_max, 1e-12 * single_max + 1e-300)
+          << "q " << q << " sigma " << sigma << " steps " << steps << " x " << x;
+    }
+  }
 }
 
 TEST(ConversionsTest, TrivialCurvesAndBadInputs) {

@@ -290,21 +290,31 @@ function loadScript(src) {
   });
 }
 
-async function loadWasmBytes() {
+// The compiled WebAssembly core. Over http(s) the module compiles while it downloads (the
+// download itself starts early, in index.html's head: self.dpkitWasmResponse); file:// pages may not fetch(), so
+// there wasm_data.js carries the same bytes as base64. Returns {wasmModule, bytes}.
+async function compileWasm() {
   if (location.protocol === 'http:' || location.protocol === 'https:') {
     try {
-      const response = await fetch('calculator.wasm');
-      if (response.ok) return new Uint8Array(await response.arrayBuffer());
+      const response = await (self.dpkitWasmResponse || fetch('calculator.wasm'));
+      if (response.ok) {
+        const bytes = Number(response.headers.get('Content-Length')) || 0;
+        if (WebAssembly.compileStreaming &&
+            response.headers.get('Content-Type') === 'application/wasm') {
+          return {wasmModule: await WebAssembly.compileStreaming(response), bytes};
+        }
+        const data = new Uint8Array(await response.arrayBuffer());
+        return {wasmModule: await WebAssembly.compile(data), bytes: data.length};
+      }
     } catch (e) {
       // Fall through to the base64 copy.
     }
   }
-  // file:// pages may not fetch(); wasm_data.js carries the same bytes as base64.
   await loadScript('wasm_data.js');
   const text = atob(self.DPKIT_WASM_BASE64);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; ++i) bytes[i] = text.charCodeAt(i);
-  return bytes;
+  const data = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; ++i) data[i] = text.charCodeAt(i);
+  return {wasmModule: await WebAssembly.compile(data), bytes: data.length};
 }
 
 // Runs requests one at a time in a Web Worker; cancel() drops queued and running work by
@@ -357,24 +367,32 @@ const core = {
   instance: null,
   wasmModule: null,
   worker: null,
+  cancelEpoch: 0,  // counts cancelHeavy() calls
+  workerReady: null,  // resolves once the worker exists (or is known to be unavailable)
   available: [],  // accountants the compiled core offers ("version" op)
 
+  // Resolves when the main thread's instance can answer the fast requests. The worker's
+  // source loads beside the module and the worker starts when both are there; the first
+  // (fast) result does not wait for it, heavy requests do (callHeavy).
   async init() {
-    const bytes = await loadWasmBytes();
-    stats.wasmBytes = bytes.length;
-    this.wasmModule = await WebAssembly.compile(bytes);
+    const workerSource = loadScript('worker_bundle.js').then(() => self.DPKIT_WORKER_SOURCE);
+    workerSource.catch(() => {});  // Handled below, once the module exists.
+    const {wasmModule, bytes} = await compileWasm();
+    stats.phases = {compiled: performance.now() - stats.loadStart};
+    stats.wasmBytes = bytes;
+    this.wasmModule = wasmModule;
+    this.workerReady = workerSource.then((source) => {
+      this.worker = new CoreWorker(this.wasmModule, source);
+      stats.worker = 'web worker';
+    }, (e) => {
+      this.worker = null;  // Heavy requests then run on the main thread.
+      stats.worker = 'main thread (' + e.message + ')';
+    });
     this.instance = await dpkitInstantiate(this.wasmModule);
+    stats.phases.instantiated = performance.now() - stats.loadStart;
     const version = dpkitCall(this.instance, {op: 'version'});
     this.available = version.ok ? version.result.accountants : [];
     this.calibration = version.ok ? (version.result.calibration_accountants || []) : [];
-    try {
-      await loadScript('worker_bundle.js');
-      this.worker = new CoreWorker(this.wasmModule, self.DPKIT_WORKER_SOURCE);
-      stats.worker = 'web worker';
-    } catch (e) {
-      this.worker = null;  // Heavy requests then run on the main thread.
-      stats.worker = 'main thread (' + e.message + ')';
-    }
   },
 
   // Fast requests: synchronous, on the main thread.
@@ -389,6 +407,9 @@ const core = {
 
   // Slow requests: in the worker. Resolves to {reply, milliseconds} or {cancelled: true}.
   async callHeavy(request) {
+    const epoch = this.cancelEpoch;
+    await this.workerReady;
+    if (epoch !== this.cancelEpoch) return {cancelled: true};  // cancelled while waiting
     if (!this.worker) {
       await new Promise((resolve) => setTimeout(resolve, 0));
       const start = performance.now();
@@ -399,6 +420,7 @@ const core = {
   },
 
   cancelHeavy() {
+    this.cancelEpoch += 1;
     if (this.worker) this.worker.cancel();
   },
 };
@@ -622,6 +644,8 @@ function lengthGrid(inputs, lengthMode) {
 function markFirstResult() {
   if (stats.firstResultMs === null) {
     stats.firstResultMs = performance.now() - stats.loadStart;
+    // The same moment counted from the navigation's start (HTML, scripts and all).
+    stats.firstResultFromNavigationMs = performance.now();
     document.body.dataset.firstResult = 'yes';
   }
 }
@@ -735,6 +759,7 @@ async function update() {
           `δ = ${formatNumber(inputs.delta)}.`;
       const fast = accountants.filter((a) => a !== 'pld');
       if (fast.length) {
+        stats.phases.fastStart = performance.now() - stats.loadStart;
         const reply = core.callNow(epsilonRequest(inputs, sigma, inputs.steps, fast, true));
         for (const name of fast) {
           result[name] = reply.ok ? reply.result[name] : {error: reply.error};
