@@ -6,10 +6,15 @@
 // curve), which the T = 1e4 / 1e6 pair shows.
 // gate/...: the same work with a fixed iteration count, for the callgrind gate
 // (benchmarks/gate/accounting.json).
+// gate/rdp_optimal_min_error: what `dpkit epsilon --accountant=rdp` and the calculator's
+// first result compute at that setting (T = 14063): ε by the optimal conversion (Asoodeh
+// et al. 2021) and the certified RDP tradeoff curve for the minimum type I + II error.
 #include <cstdint>
 #include <vector>
 
+#include "dpkit/accounting/conversions.h"
 #include "dpkit/accounting/event.h"
+#include "dpkit/accounting/fdp.h"
 #include "dpkit/accounting/rdp.h"
 #include "benchmark/benchmark.h"
 
@@ -59,6 +64,17 @@ void BM_GateRdpEpsilon(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(DpSgdEpsilon(state.range(0), orders));
 }
 BENCHMARK(BM_GateRdpEpsilon)->Name("gate/rdp_epsilon")->Arg(10000)->Arg(1000000)->Iterations(3);
+
+void BM_GateRdpOptimalMinError(benchmark::State& state) {
+  const std::vector<double> orders = DefaultRdpOrders();
+  const Event event = DpSgdEvent(kSamplingRate, kNoiseMultiplier, 14063).value();
+  for (auto _ : state) {
+    const std::vector<double> rdp = ComputeRdp(event, orders).value();
+    benchmark::DoNotOptimize(RdpToEpsilonOptimal(orders, rdp, 1e-5).value().epsilon);
+    benchmark::DoNotOptimize(MinimumErrorSum(RdpTradeoffCurve(orders, rdp).value()));
+  }
+}
+BENCHMARK(BM_GateRdpOptimalMinError)->Name("gate/rdp_optimal_min_error")->Iterations(1);
 
 }  // namespace
 }  // namespace dpkit::accounting
