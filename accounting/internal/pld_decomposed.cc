@@ -328,7 +328,50 @@ bool TailGridMayFit(const Mechanism& m, Direction dir, int64_t total, double h_p
   return !(cells > static_cast<ld>(kMaxDecomposedTailCells));
 }
 
+// The final composition of the block laws on the block grid H; where that grid would
+// exceed the grid limit, on 2H, 4H or 8H (the block laws moved there by CoarsenByFactor:
+// certified on any grid, only tightness depends on it).
+Result<Composed> ComposeBlocks(std::vector<ComponentPmfs> comps, Bound bound, double big_h,
+                               const Query& query, double tolerance,
+                               Eigen::FFT<double>* fft, StageOptions* stage) {
+  auto composed = Compose(comps, bound, big_h, query, tolerance, fft, stage);
+  for (int64_t f = 2; f <= 8; f *= 2) {
+    if (composed.ok() || composed.error_value().code != ErrorCode::kGridLimit) break;
+    std::vector<ComponentPmfs> coarse = comps;
+    for (ComponentPmfs& c : coarse) c.of(bound) = CoarsenByFactor(c.of(bound), f, bound);
+    composed = Compose(coarse, bound, big_h * static_cast<double>(f), query, tolerance, fft,
+                       stage);
+  }
+  return composed;
+}
+
 }  // namespace
+
+Pmf CoarsenByFactor(const Pmf& pmf, int64_t f, Bound bound) {
+  // f a power of two (the header): then f h is exact and the rounding is a true one.
+  const bool upper = bound == Bound::kUpper;
+  auto coarse_index = [&](int64_t i) {
+    const int64_t q = i / f, r = i % f;
+    if (r == 0) return q;
+    return upper ? (i > 0 ? q + 1 : q) : (i < 0 ? q - 1 : q);
+  };
+  Pmf out;
+  out.infinity_mass = pmf.infinity_mass;
+  if (pmf.mass.empty()) return out;
+  const int64_t first = coarse_index(pmf.min_index);
+  const int64_t last = coarse_index(pmf.min_index + static_cast<int64_t>(pmf.mass.size()) - 1);
+  out.min_index = first;
+  out.mass.assign(last - first + 1, 0);
+  for (size_t i = 0; i < pmf.mass.size(); ++i) {
+    out.mass[coarse_index(pmf.min_index + static_cast<int64_t>(i)) - first] += pmf.mass[i];
+  }
+  const ld keep = upper ? 1 + 4 * static_cast<ld>(f + 4) * kLdUnit
+                        : 1 - 4 * static_cast<ld>(f + 4) * kLdUnit;
+  for (ld& v : out.mass) v *= keep;
+  out.infinity_mass *= upper ? 1 + 4 * kLdUnit : 1;
+  FillLogs(&out);
+  return out;
+}
 
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
                                           const Query& query, ld hint,
@@ -361,8 +404,8 @@ Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bo
     final_comps.push_back(std::move(c));
   }
   d.stage.cover = WindowCover::kTarget;
-  auto composed =
-      Compose(final_comps, bound, d.grids.big_h, query, in.tolerance, fft, &d.stage);
+  auto composed = ComposeBlocks(std::move(final_comps), bound, d.grids.big_h, query,
+                                in.tolerance, fft, &d.stage);
   if (!composed.ok()) return composed.error_value();
   const DeltaCurve curve = MakeCurve(*composed, bound);
   return std::optional<ld>(CurveAnswer(curve, query, hint));

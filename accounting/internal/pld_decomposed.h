@@ -24,6 +24,15 @@ namespace dpkit::accounting::pld_internal {
 // are dropped. Upper: they go to +inf, with every product they could take part in.
 Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound);
 
+// The law `pmf` on the grid h moved onto the grid f h (f a power of two, so that f h is
+// exact in double, as the coarse grid's spacing must be): each atom's loss rounded up
+// (upper) or down (lower) to a multiple of f h, masses kept. A larger loss only raises
+// delta(eps) = sum p (1 - e^{eps - l})_+, and composition adds losses, so rounding up keeps
+// a dominating law and rounding down a dominated one ((3), for sub-measures too). Each
+// coarse atom sums at most f non-negative masses (f + 4 roundings, covered by an
+// allowance: up for the upper bound, down for the lower); +inf stays at +inf.
+Pmf CoarsenByFactor(const Pmf& pmf, int64_t f, Bound bound);
+
 // Cost limits of the decomposition (7), so that it costs a fraction of a second, never
 // minutes (issue 21: q = 0.01, sigma = 0.3, T = 1000 spent 92 % of 9 s in it; q = 1e-6,
 // sigma = 0.5, T = 1000, delta = 1e-15 built a 1.2M-cell tail grid for no lower bound at all).

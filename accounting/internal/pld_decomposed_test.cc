@@ -49,6 +49,51 @@ TEST(PldDecomposedTest, ConvolveDirectUpperKeepsTheMassAtInfinity) {
   EXPECT_EQ(lower->infinity_mass, 0);
 }
 
+// delta(eps) = sum p (1 - e^{eps - l})_+ + mass at +inf, of a law on the grid h (direct,
+// in long double: an independent evaluation of the quantity the coarsening must bound).
+long double DeltaOf(const Pmf& pmf, double h, double epsilon) {
+  long double delta = pmf.infinity_mass;
+  for (size_t i = 0; i < pmf.mass.size(); ++i) {
+    const long double l = static_cast<long double>(pmf.min_index + static_cast<int64_t>(i)) * h;
+    if (l > epsilon) delta += pmf.mass[i] * (1 - std::exp(epsilon - l));
+  }
+  return delta;
+}
+
+// The final composition's fallback grid (issue 21: q 1e-6, sigma 0.3, T 1e7 needed 4.22M
+// points on the block grid; on twice its spacing the decomposed bounds give [14.78, 16.52]
+// where there was no lower bound and an upper bound of 18.77).
+TEST(PldDecomposedTest, CoarseningKeepsTheMassAndBracketsTheDeltaCurve) {
+  Pmf fine;
+  fine.min_index = -7;
+  for (int i = 0; i < 23; ++i) fine.mass.push_back(0.01L * (1 + (i * 7) % 5));
+  fine.infinity_mass = 0.003L;
+  const double h = 0.05;
+  for (const int64_t f : {1, 2, 4, 8, 16}) {
+    const Pmf up = CoarsenByFactor(fine, f, Bound::kUpper);
+    const Pmf down = CoarsenByFactor(fine, f, Bound::kLower);
+    // Upper: every atom moved up (index ceil(i / f)), lower: down (floor(i / f)).
+    EXPECT_EQ(up.min_index, static_cast<int64_t>(std::ceil(-7.0 / static_cast<double>(f))));
+    EXPECT_EQ(down.min_index, static_cast<int64_t>(std::floor(-7.0 / static_cast<double>(f))));
+    long double total = 0, total_up = 0, total_down = 0;
+    for (const long double v : fine.mass) total += v;
+    for (const long double v : up.mass) total_up += v;
+    for (const long double v : down.mass) total_down += v;
+    EXPECT_GE(total_up, total);
+    EXPECT_LE(total_down, total);
+    EXPECT_NEAR(static_cast<double>(total_up), static_cast<double>(total), 1e-15);
+    EXPECT_NEAR(static_cast<double>(total_down), static_cast<double>(total), 1e-15);
+    EXPECT_GE(up.infinity_mass, fine.infinity_mass);
+    EXPECT_EQ(down.infinity_mass, fine.infinity_mass);
+    ASSERT_EQ(up.log_mass.size(), up.mass.size());
+    for (const double epsilon : {-0.5, 0.0, 0.1, 0.25, 0.4, 0.7}) {
+      const long double exact = DeltaOf(fine, h, epsilon);
+      EXPECT_GE(DeltaOf(up, h * static_cast<double>(f), epsilon), exact) << f << " " << epsilon;
+      EXPECT_LE(DeltaOf(down, h * static_cast<double>(f), epsilon), exact) << f << " " << epsilon;
+    }
+  }
+}
+
 TEST(PldDecomposedTest, DoesNotApplyToOtherEventsOrFewUses) {
   const Query query{Query::Kind::kEpsilonAtDelta, 1e-5};
   const ld inf = std::numeric_limits<ld>::infinity();
