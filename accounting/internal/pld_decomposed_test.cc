@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "dpkit/accounting/event.h"
+#include "dpkit/accounting/internal/pld_direct_delta_testing.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {
@@ -49,17 +50,6 @@ TEST(PldDecomposedTest, ConvolveDirectUpperKeepsTheMassAtInfinity) {
   EXPECT_EQ(lower->infinity_mass, 0);
 }
 
-// delta(eps) = sum p (1 - e^{eps - l})_+ + mass at +inf, of a law on the grid h (direct,
-// in long double: an independent evaluation of the quantity the coarsening must bound).
-long double DeltaOf(const Pmf& pmf, double h, double epsilon) {
-  long double delta = pmf.infinity_mass;
-  for (size_t i = 0; i < pmf.mass.size(); ++i) {
-    const long double l = static_cast<long double>(pmf.min_index + static_cast<int64_t>(i)) * h;
-    if (l > epsilon) delta += pmf.mass[i] * (1 - std::exp(epsilon - l));
-  }
-  return delta;
-}
-
 // The final composition's fallback grid (issue 21: q 1e-6, sigma 0.3, T 1e7 needed 4.22M
 // points on the block grid; on twice its spacing the decomposed bounds give [14.78, 16.52]
 // where there was no lower bound and an upper bound of 18.77).
@@ -87,9 +77,10 @@ TEST(PldDecomposedTest, CoarseningKeepsTheMassAndBracketsTheDeltaCurve) {
     EXPECT_EQ(down.infinity_mass, fine.infinity_mass);
     ASSERT_EQ(up.log_mass.size(), up.mass.size());
     for (const double epsilon : {-0.5, 0.0, 0.1, 0.25, 0.4, 0.7}) {
-      const long double exact = DeltaOf(fine, h, epsilon);
-      EXPECT_GE(DeltaOf(up, h * static_cast<double>(f), epsilon), exact) << f << " " << epsilon;
-      EXPECT_LE(DeltaOf(down, h * static_cast<double>(f), epsilon), exact) << f << " " << epsilon;
+      const long double exact = DirectDeltaForTesting(fine, h, epsilon);
+      const double coarse_h = h * static_cast<double>(f);
+      EXPECT_GE(DirectDeltaForTesting(up, coarse_h, epsilon), exact) << f << " " << epsilon;
+      EXPECT_LE(DirectDeltaForTesting(down, coarse_h, epsilon), exact) << f << " " << epsilon;
     }
   }
 }

@@ -5,19 +5,13 @@
 #include <vector>
 
 #include "dpkit/accounting/internal/pld_component_pmfs.h"
+#include "dpkit/accounting/internal/pld_direct_delta_testing.h"
 #include "gtest/gtest.h"
 
 namespace dpkit::accounting::pld_internal {
 namespace {
 
-long double Delta(const Pmf& p, double h, long double eps) {
-  long double d = p.infinity_mass;
-  for (size_t j = 0; j < p.mass.size(); ++j) {
-    const long double l = static_cast<long double>(p.min_index + static_cast<int64_t>(j)) * h;
-    if (l > eps) d += p.mass[j] * (1 - std::exp(eps - l));
-  }
-  return d;
-}
+constexpr auto& Delta = DirectDeltaForTesting;
 
 // Poisson sampling of a "composition" of one Gaussian is the Poisson-sampled Gaussian:
 // both are built from the same loss law (Zhu, Dong, Wang 2022, Sec. 5), one from its exact
