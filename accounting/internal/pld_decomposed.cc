@@ -440,9 +440,9 @@ Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
     auto& slot = bound == Bound::kUpper ? out.upper : out.lower;
     slot = DecomposedBound(in, bound, query, hint, &fft);
     // Both bounds use the same grids and their block laws the same support, so where the
-    // final composition of one did not fit the grid limit, the other would not either: it
-    // is not tried (issue 21: q 1e-6, sigma 0.3, T 1e7, delta 1e-10 spent 8 s on each
-    // bound before the final composition refused a 4.22M-point grid).
+    // final composition of one did not fit the grid limit even on 8H (ComposeBlocks), the
+    // other would not either: it is not tried (before ComposeBlocks, q 1e-6, sigma 0.3,
+    // T 1e7, delta 1e-10 spent 8 s on each bound for a refused 4.22M-point grid).
     if (!slot.ok() && slot.error_value().code == ErrorCode::kGridLimit) {
       (bound == Bound::kUpper ? out.lower : out.upper) = slot.error_value();
       break;
