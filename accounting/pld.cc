@@ -192,9 +192,9 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
 // on the grid of its epsilon bound with the tilt chosen for delta(0) (the epsilon query's
 // tilt amplifies the error allowances at losses near 0 by e^{K - lambda l}: e.g. lower
 // 0.2123 against 0.22445 at the Table 1 row 2 setting), folded into *delta0 (min for the
-// upper bound, max for the lower). One composition per direction and bound, no search, no
-// refinement of its own: the grid is the one epsilon needed. A failed composition leaves
-// *delta0 as it is (the trivial bound or one already folded in).
+// upper bound, max for the lower). One composition, no search, no refinement of its own:
+// the grid is the one epsilon needed. A failed composition leaves *delta0 as it is (the
+// trivial bound or one already folded in).
 void Delta0Bound(const std::vector<ComponentPmfs>& comps, Bound bound, double h, double tol,
                  Eigen::FFT<double>* fft, ld* delta0) {
   const Query zero{Query::Kind::kDeltaAtEpsilon, 0};
@@ -202,6 +202,13 @@ void Delta0Bound(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
   auto v = DirectionBound(comps, bound, h, {zero, tol}, fft, &points, delta0);
   if (!v.ok()) return;
   *delta0 = bound == Bound::kUpper ? std::min(*delta0, *v) : std::max(*delta0, *v);
+}
+
+// Whether [*lower, *upper] on delta(0) is still wider than the refinement target of
+// PldDelta (gap <= 10 tolerance delta; report.cc asks for the same), or has no certified
+// upper bound below the trivial 1.
+bool Delta0GapWide(ld upper, ld lower, double tol) {
+  return !(upper < 1) || upper - lower > 10 * static_cast<ld>(tol) * upper;
 }
 
 // A coarse grid (this factor times the grid spacing: error ~36x larger, work ~6x
@@ -230,6 +237,24 @@ void KeepTighter(const RawBounds& other, RawBounds* b) {
   b->lower = std::max(b->lower, other.lower);
   b->delta0_upper = std::min(b->delta0_upper, other.delta0_upper);
   b->delta0_lower = std::max(b->delta0_lower, other.delta0_lower);
+}
+
+// With PldOptions::with_delta0: delta(0) from the compositions of this grid, composing
+// only what the curves built for epsilon leave open (issue 16: the command costs what the
+// computation costs). Those curves' upper bound on delta(0) is usually within the target
+// (Table 1 row 2: 0.224501 against 0.224477 with its own tilt), their lower bound not
+// (0.2123 against 0.22445), so the lower bound is composed with its own tilt first, and the
+// upper bound only where the gap is still wide (or the curves certified none). `dominant`
+// serves the lower bound, the remove direction the upper (delta(0) is symmetric,
+// RawBounds::delta0_upper). Where the gap stays wide (a bulk too narrow for the grid:
+// Table 1 row 6), CertifiedBounds tries the decomposed bound (7).
+void Delta0Bounds(pld_internal::Prepared* prepared, std::vector<ComponentPmfs>* dominant,
+                  Eigen::FFT<double>* fft, double tol, RawBounds* out) {
+  if (!Delta0GapWide(out->delta0_upper, out->delta0_lower, tol)) return;
+  Delta0Bound(*dominant, Bound::kLower, prepared->h, tol, fft, &out->delta0_lower);
+  if (Delta0GapWide(out->delta0_upper, out->delta0_lower, tol)) {
+    Delta0Bound(prepared->remove, Bound::kUpper, prepared->h, tol, fft, &out->delta0_upper);
+  }
 }
 
 // The certified upper bound of the add direction where it can exceed the remove
@@ -315,9 +340,6 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   auto remove_upper = DirectionBound(**remove, Bound::kUpper, prepared->h, {query, tol}, &fft,
                                      &out.points, &out.delta0_upper);
   if (!remove_upper.ok()) return remove_upper.error_value();
-  if (with_delta0) {
-    Delta0Bound(**remove, Bound::kUpper, prepared->h, tol, &fft, &out.delta0_upper);
-  }
   out.upper = *remove_upper;
   if (!prepared->symmetric) {
     DPKIT_RETURN_IF_ERROR(
@@ -329,7 +351,9 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   if (!lower.ok()) return lower.error_value();
   out.lower = *lower;
   TryTangentLowerBound(&comps, prepared->h, query, tol, &fft, &out);
-  if (with_delta0) Delta0Bound(comps, Bound::kLower, prepared->h, tol, &fft, &out.delta0_lower);
+  if (with_delta0) {
+    Delta0Bounds(&*prepared, &comps, &fft, tol, &out);
+  }
   // Where the dominant direction certifies no lower bound at all, the other direction's
   // (also a lower bound on the maximum, (5)) is tried: the two upper bounds can be close
   // (q = 1e-4, sigma = 1, T = 1e7, delta = 1e-15), and the other's lower bound may hold.
@@ -377,15 +401,17 @@ Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
 
 // A wide gap with one component used many times whose bulk is narrow for the grid: the
 // decomposed bounds (7) on the grid of *b, folded in where they apply.
+// with_delta0: the lower bound's block laws also bound delta(0) (DecomposedBound).
 void TryDecomposed(const Event& event, const Query& query, const PldOptions& options,
-                   ld tail_budget, RawBounds* b) {
+                   ld tail_budget, bool with_delta0, RawBounds* b) {
   PldOptions at_grid = options;
   at_grid.discretization_interval = b->h;
   auto decomposed =
       DecomposedBoundsForEvent(event, Grid(at_grid), tail_budget, b->dominant,
-                               {Bound::kLower, Bound::kUpper}, query, b->upper);
+                               {Bound::kLower, Bound::kUpper}, query, b->upper, with_delta0);
   if (!decomposed.ok() || !decomposed->has_value()) return;
   const pld_internal::DecomposedResults& results = **decomposed;
+  b->delta0_lower = std::max(b->delta0_lower, std::min(results.delta0_lower, b->delta0_upper));
   if (results.lower.ok() && results.lower->has_value()) {
     b->lower = std::max(b->lower, **results.lower);
   }
@@ -393,6 +419,33 @@ void TryDecomposed(const Event& event, const Query& query, const PldOptions& opt
   // the maximum over both directions (5).
   if (results.upper.ok() && results.upper->has_value()) {
     b->upper = std::min(b->upper, std::max(**results.upper, b->other_upper));
+  }
+}
+
+// with_delta0, where the gap on delta(0) is still wide after epsilon's grids and their
+// decomposed bounds: the decomposed lower bound (7) of delta(0) itself, on the final grid
+// (q = 1e-4, sigma = 0.5, T = 1e5, delta = 0.1, where epsilon = 0 needs no decomposition:
+// [0.0329, 0.0872] from the compositions; the report then refined delta(0) on its own for
+// twice the time of epsilon, issues 16 and 21). Not where epsilon's automatic grid did not
+// fit (RawBounds::coarsened): there the decomposition's final composition does not fit
+// either, and report.cc keeps the bounds it has.
+void Delta0Decomposed(const Event& event, const PldOptions& options, ld tail_budget,
+                      RawBounds* b) {
+  // A lower bound cannot narrow an interval without an upper bound (report.cc then searches
+  // delta(0) on its own, decomposition included).
+  if (b->coarsened || !(b->delta0_upper < 1) ||
+      !Delta0GapWide(b->delta0_upper, b->delta0_lower, options.epsilon_tolerance)) {
+    return;
+  }
+  PldOptions at_grid = options;
+  at_grid.discretization_interval = b->h;
+  const Query zero{Query::Kind::kDeltaAtEpsilon, 0};
+  auto decomposed = DecomposedBoundsForEvent(event, Grid(at_grid), tail_budget, b->dominant,
+                                             {Bound::kLower}, zero, b->delta0_upper);
+  if (!decomposed.ok() || !decomposed->has_value()) return;
+  const auto& lower = (*decomposed)->lower;
+  if (lower.ok() && lower->has_value()) {
+    b->delta0_lower = std::max(b->delta0_lower, std::min(**lower, b->delta0_upper));
   }
 }
 
@@ -459,7 +512,7 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
       return;
     }
     decomposed_h = b->h;
-    TryDecomposed(event, query, options, tail_budget, b);
+    TryDecomposed(event, query, options, tail_budget, with_delta0, b);
   };
   try_decomposed(&*bounds);
   const bool stalled = Refine(event, query, options, tail_budget, with_delta0, &bounds);
@@ -476,6 +529,7 @@ Result<RawBounds> CertifiedBounds(const Event& event, const Query& query,
   // Still a wide gap (a finer grid since the first attempt): try (7) again.
   if (bounds->h < decomposed_h) try_decomposed(&*bounds);
   bounds->coarsened = coarsened;  // the refinements' results do not carry it
+  if (with_delta0) Delta0Decomposed(event, options, tail_budget, &*bounds);
   return bounds;
 }
 

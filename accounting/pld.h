@@ -63,7 +63,10 @@ struct PldOptions {
   // Loss grid spacing; 0 chooses it from epsilon_tolerance. Otherwise in [1e-7, 1].
   double discretization_interval = 0;
   // PldEpsilon only: also bound delta(0) (EpsilonBounds::delta0_*) on the grids epsilon
-  // is computed on (one extra composition per direction and bound on each).
+  // is computed on, to within 10 epsilon_tolerance delta(0) where those grids allow:
+  // composed with its own tilt only where epsilon's curves leave the gap wider (usually
+  // one extra composition, for the lower bound), and where that is still too wide, by the
+  // decomposed bound of delta(0) on the final grid (pld.cc, Delta0Bounds).
   bool with_delta0 = false;
   // Events with sampling without replacement (replace-one adjacency) only: compute the
   // lower bound on the mechanism's exact value from its explicit pair of datasets (a
@@ -79,9 +82,9 @@ struct EpsilonBounds {
   double discretization_interval;  // the loss grid spacing used
   // Certified bounds on delta(0) = the total variation distance (Dong, Roth, Su 2019, Prop.
   // 2.12 at eps = 0; symmetric, so either direction's bound serves), from the compositions
-  // on the grids built for epsilon; with_delta0 composes them with a tilt for loss 0. Else
-  // (or where no window covered loss 0) delta0_upper = 1, the trivial bound: callers then
-  // compute PldDelta(event, 0).
+  // on the grids built for epsilon; with_delta0 adds those PldOptions::with_delta0 says.
+  // Else (or where no window covered loss 0) delta0_upper = 1, the trivial bound: callers
+  // then compute PldDelta(event, 0).
   double delta0_upper = 1;
   double delta0_lower = 0;
   // Certified lower bound on the exact epsilon of the ANALYSIS behind epsilon_upper: equal

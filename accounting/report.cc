@@ -115,16 +115,22 @@ AccountantSlot<PldBound> PldSlot(const Event& event, ReportQuantity quantity, do
     // Sec. 5): with the certified delta bounds, a certified interval. delta(0) is composed
     // on the grids epsilon was computed on (PldOptions::with_delta0).
     double tv_upper = epsilon->delta0_upper, tv_lower = epsilon->delta0_lower;
-    // The refinement target of PldDelta (gap <= 10 tolerance delta): where epsilon's grids
-    // leave a wider gap (e.g. Table 1 row 6, sigma 0.5: [0.8394, 0.9218]), delta(0) is
-    // computed on its own. Not where epsilon's automatic grid did not fit: a second search
-    // for a fitting grid costs as much again for nothing better (q 1e-6, sigma 0.5, T 1e7,
-    // delta 1e-15: 18 s of coarsening and decomposition for the trivial [0, 1]; issues 16
-    // and 21), and on the coarser grid epsilon ended on, delta(0) was already composed
-    // with its own tilt (with_delta0). Both results are certified, the tighter sides kept;
-    // where the second computation fails, epsilon's are kept.
+    // The refinement target of PldDelta (gap <= 10 tolerance delta): PldEpsilon composes
+    // delta(0) only where epsilon's curves leave it wider, and where its grid's
+    // compositions still do, takes the decomposed bound (7) of delta(0) (Table 1 row 6,
+    // sigma 0.5: [0.92178, 0.92182]; q 1e-4, sigma 0.5, T 1e5, delta 0.1: [0.08715,
+    // 0.08717]). Only where that is still too wide (events of several components, e.g.
+    // tests/golden's ledger_pure_and_approx) is delta(0) computed on its own: its own grid
+    // search and refinements. Not where PldEpsilon certified no lower bound on delta(0) at
+    // all: the narrow bulk that loses it there loses it on PldDelta's grids too (q 1e-6,
+    // sigma 30, T 1e7, delta 1e-15: 11 s for the same [0, 1.0e-4]); nor where epsilon's
+    // automatic grid did not fit: a second search for a fitting grid costs as much again
+    // for nothing better (q 1e-6, sigma 0.5, T 1e7, delta 1e-15: 18 s of coarsening and
+    // decomposition for the trivial [0, 1]; issues 16 and 21). Both results are certified,
+    // the tighter sides kept; where the second computation fails, epsilon's are kept.
     const double wanted = 10 * options.pld_options.epsilon_tolerance * tv_upper;
-    if (!epsilon->grid_coarsened && (!(tv_upper < 1) || tv_upper - tv_lower > wanted)) {
+    const bool wide = !(tv_upper < 1) || (tv_lower > 0 && tv_upper - tv_lower > wanted);
+    if (!epsilon->grid_coarsened && wide) {
       Result<DeltaBounds> tv = PldDelta(event, 0.0, options.pld_options);
       if (tv.ok()) {
         tv_upper = std::min(tv_upper, tv->delta_upper);

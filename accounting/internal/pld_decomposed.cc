@@ -375,7 +375,7 @@ Pmf CoarsenByFactor(const Pmf& pmf, int64_t f, Bound bound) {
 
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
                                           const Query& query, ld hint,
-                                          Eigen::FFT<double>* fft) {
+                                          Eigen::FFT<double>* fft, ld* delta0_lower) {
   const Mechanism& m = in.m;
   const int64_t total = in.total;
   if (!(m.base == Base::kGaussian || m.base == Base::kLaplace) || total < 16) {
@@ -404,16 +404,35 @@ Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bo
     final_comps.push_back(std::move(c));
   }
   d.stage.cover = WindowCover::kTarget;
-  auto composed = ComposeBlocks(std::move(final_comps), bound, d.grids.big_h, query,
-                                in.tolerance, fft, &d.stage);
+  auto composed = ComposeBlocks(final_comps, bound, d.grids.big_h, query, in.tolerance, fft,
+                                &d.stage);
   if (!composed.ok()) return composed.error_value();
+  // delta(0) from the same block laws, composed with its own tilt (the query's amplifies
+  // the lower bound's allowances near loss 0: Table 1 row 6, sigma 0.5: 0.91347 against
+  // 0.92178), for PldOptions::with_delta0: one more final composition, on the grid the
+  // query's composition fitted (ComposeBlocks: H or a multiple), no retries of its own.
+  if (delta0_lower != nullptr && bound == Bound::kLower) {
+    const int64_t f = std::llround(composed->h / d.grids.big_h);
+    if (f > 1) {
+      for (ComponentPmfs& c : final_comps) c.of(bound) = CoarsenByFactor(c.of(bound), f, bound);
+    }
+    const Query zero{Query::Kind::kDeltaAtEpsilon, 0};
+    StageOptions zero_stage = d.stage;
+    zero_stage.lambda = ChooseTilt({Coarsen(in.pessimistic, in.h_pess)},
+                                   {static_cast<double>(total)}, zero);
+    auto at_zero = Compose(final_comps, bound, composed->h, zero, in.tolerance, fft,
+                           &zero_stage);
+    if (at_zero.ok()) {
+      *delta0_lower = std::max(*delta0_lower, DeltaAt(MakeCurve(*at_zero, bound), 0));
+    }
+  }
   const DeltaCurve curve = MakeCurve(*composed, bound);
   return std::optional<ld>(CurveAnswer(curve, query, hint));
 }
 
 Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
     const Event& event, const GridOptions& options, ld tail_budget, Direction dir,
-    const std::vector<Bound>& bounds, const Query& query, ld hint) {
+    const std::vector<Bound>& bounds, const Query& query, ld hint, bool with_delta0) {
   auto prepared = Prepare(event, options, tail_budget);
   if (!prepared.ok()) return prepared.error_value();
   if (prepared->flat.size() != 1) return std::optional<DecomposedResults>();
@@ -438,7 +457,8 @@ Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
   for (const Bound bound : {Bound::kLower, Bound::kUpper}) {
     if (std::find(bounds.begin(), bounds.end(), bound) == bounds.end()) continue;
     auto& slot = bound == Bound::kUpper ? out.upper : out.lower;
-    slot = DecomposedBound(in, bound, query, hint, &fft);
+    slot = DecomposedBound(in, bound, query, hint, &fft,
+                           with_delta0 ? &out.delta0_lower : nullptr);
     // Both bounds use the same grids and their block laws the same support, so where the
     // final composition of one did not fit the grid limit even on 8H (ComposeBlocks), the
     // other would not either: it is not tried (before ComposeBlocks, q 1e-6, sigma 0.3,

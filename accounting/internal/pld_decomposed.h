@@ -60,23 +60,28 @@ struct DecompositionInput {
 // The decomposed bound (7) for the query: nullopt where the decomposition does not apply
 // (not a Gaussian or Laplace base, fewer than 16 uses, or a bulk it cannot resolve); an
 // error where a step failed. `hint`: the ordinary upper bound of the same direction.
+// `delta0_lower` (lower bound only, if not null) is raised to a certified lower bound on
+// delta(0): the block laws composed once more, with the tilt for loss 0.
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
                                           const Query& query, ld hint,
-                                          Eigen::FFT<double>* fft);
+                                          Eigen::FFT<double>* fft,
+                                          ld* delta0_lower = nullptr);
 
 // The decomposed bounds of an event: each nullopt where not asked for or where (7) does
 // not apply, an error where it failed.
 struct DecomposedResults {
   Result<std::optional<ld>> lower = std::optional<ld>();
   Result<std::optional<ld>> upper = std::optional<ld>();
+  ld delta0_lower = 0;  // with_delta0: a certified lower bound on delta(0) (DecomposedBound)
 };
 
 // The decomposed bounds (7) of an event made of one Gaussian or Laplace component used 16
 // to 1e12 times, in direction `dir`, on the grid of `options` (the tilt and the block grid
 // follow from it): the bounds asked for. nullopt where the event does not have that form.
+// with_delta0: also DecomposedResults::delta0_lower (with the lower bound).
 Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
     const Event& event, const GridOptions& options, ld tail_budget, Direction dir,
-    const std::vector<Bound>& bounds, const Query& query, ld hint);
+    const std::vector<Bound>& bounds, const Query& query, ld hint, bool with_delta0 = false);
 
 }  // namespace dpkit::accounting::pld_internal
 

@@ -305,7 +305,8 @@ def main():
     started = time.monotonic()
     report = open(args.report, "a") if args.report else None
     if args.points:
-        points = [tuple(float(v) if i != 2 else int(v) for i, v in enumerate(p.split(",")))
+        # T may be written as a float (1e+07, as the reports print it) if it is an integer.
+        points = [tuple(float(v) if i != 2 else int(float(v)) for i, v in enumerate(p.split(",")))
                   for p in args.points.split(";")]
     results = run_all(args.dpkit, points, args.jobs, args.cpu_limit, report, args.wall_factor)
     results += earlier
