@@ -229,6 +229,7 @@ struct RawBounds {
   // direction, every grid; the lower bound the maximum.
   ld delta0_upper = 1, delta0_lower = 0;
   bool coarsened = false;  // the automatic grid did not fit (CoarsenUntilFits)
+  bool delta0_decomposed = false;  // Delta0Decomposed applied (7) to delta(0)
 };
 
 // Both bounds certified: keep the tighter side of each (5).
@@ -443,6 +444,7 @@ void Delta0Decomposed(const Event& event, const PldOptions& options, ld tail_bud
   auto decomposed = DecomposedBoundsForEvent(event, Grid(at_grid), tail_budget, b->dominant,
                                              {Bound::kLower}, zero, b->delta0_upper);
   if (!decomposed.ok() || !decomposed->has_value()) return;
+  b->delta0_decomposed = true;
   const auto& lower = (*decomposed)->lower;
   if (lower.ok() && lower->has_value()) {
     b->delta0_lower = std::max(b->delta0_lower, std::min(**lower, b->delta0_upper));
@@ -588,6 +590,7 @@ Result<EpsilonBounds> PldEpsilon(const Event& event, double delta, const PldOpti
                                             options.with_delta0, &*raw, &analysis_lower));
   EpsilonBounds out{static_cast<double>(raw->upper), static_cast<double>(raw->lower), raw->h};
   out.grid_coarsened = raw->coarsened;
+  out.delta0_decomposed = raw->delta0_decomposed;
   // Rounding to double: keep the upper bound up and the lower bound down.
   // (0 is exact: the certified delta at eps = 0 is already <= delta.)
   if (std::isfinite(out.epsilon_upper) && raw->upper > 0) {

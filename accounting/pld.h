@@ -97,6 +97,11 @@ struct EpsilonBounds {
   // (discretization_interval) was used: a second query of the same event on the automatic
   // grid would search for a fitting grid again (callers may pass this one instead).
   bool grid_coarsened = false;
+  // with_delta0: whether delta(0)'s gap was still wide on epsilon's final grid and the
+  // decomposed bound (pld.cc, (7)) was applied to delta(0) there, which is the last step
+  // PldDelta(event, 0) would take too: a second computation of delta(0) would search the
+  // same bounds again (q 1e-4, sigma 0.5, T 1e7: 25 s for the same interval).
+  bool delta0_decomposed = false;
 };
 
 struct DeltaBounds {

@@ -119,17 +119,21 @@ AccountantSlot<PldBound> PldSlot(const Event& event, ReportQuantity quantity, do
     // delta(0) only where epsilon's curves leave it wider, and where its grid's
     // compositions still do, takes the decomposed bound (7) of delta(0) (Table 1 row 6,
     // sigma 0.5: [0.92178, 0.92182]; q 1e-4, sigma 0.5, T 1e5, delta 0.1: [0.08715,
-    // 0.08717]). Only where that is still too wide (events of several components, e.g.
-    // tests/golden's ledger_pure_and_approx) is delta(0) computed on its own: its own grid
-    // search and refinements. Not where PldEpsilon certified no lower bound on delta(0) at
-    // all: the narrow bulk that loses it there loses it on PldDelta's grids too (q 1e-6,
-    // sigma 30, T 1e7, delta 1e-15: 11 s for the same [0, 1.0e-4]); nor where epsilon's
-    // automatic grid did not fit: a second search for a fitting grid costs as much again
-    // for nothing better (q 1e-6, sigma 0.5, T 1e7, delta 1e-15: 18 s of coarsening and
-    // decomposition for the trivial [0, 1]; issues 16 and 21). Both results are certified,
-    // the tighter sides kept; where the second computation fails, epsilon's are kept.
+    // 0.08717]). Only where that is still too wide and (7) does not apply (events of
+    // several components, e.g. tests/golden's ledger_pure_and_approx) is delta(0)
+    // computed on its own: its own grid search and refinements. Not where PldEpsilon
+    // certified no lower bound on delta(0) at all: the narrow bulk that loses it there
+    // loses it on PldDelta's grids too (q 1e-6, sigma 30, T 1e7, delta 1e-15: 11 s for the
+    // same [0, 1.0e-4]); nor where (7) was applied to delta(0) on epsilon's final grid
+    // (EpsilonBounds::delta0_decomposed: q 1e-4, sigma 0.5, T 1e7, delta 1e-5: 25 s for the
+    // same [0.73500, 0.73848]); nor where epsilon's automatic grid did not fit: a second
+    // search for a fitting grid costs as much again for nothing better (q 1e-6, sigma 0.5,
+    // T 1e7, delta 1e-15: 18 s of coarsening and decomposition for the trivial [0, 1];
+    // issues 16 and 21). Both results are certified, the tighter sides kept; where the
+    // second computation fails, epsilon's are kept.
     const double wanted = 10 * options.pld_options.epsilon_tolerance * tv_upper;
-    const bool wide = !(tv_upper < 1) || (tv_lower > 0 && tv_upper - tv_lower > wanted);
+    const bool wide = !(tv_upper < 1) || (tv_lower > 0 && !epsilon->delta0_decomposed &&
+                                          tv_upper - tv_lower > wanted);
     if (!epsilon->grid_coarsened && wide) {
       Result<DeltaBounds> tv = PldDelta(event, 0.0, options.pld_options);
       if (tv.ok()) {
