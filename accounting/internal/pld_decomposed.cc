@@ -17,6 +17,25 @@
 
 namespace dpkit::accounting::pld_internal {
 
+namespace {
+
+// dst[i] += w src[i], i < n. Written four entries at a time on non-aliasing pointers so
+// that GCC's -O2 vectorizer (its "very cheap" cost model refuses loops that need an
+// aliasing check or a scalar epilogue) turns the body into vector instructions; each entry
+// is still one product and one sum, in the same order, so the result is unchanged.
+void AddScaled(double w, const double* __restrict src, int64_t n, double* __restrict dst) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    dst[i] += w * src[i];
+    dst[i + 1] += w * src[i + 1];
+    dst[i + 2] += w * src[i + 2];
+    dst[i + 3] += w * src[i + 3];
+  }
+  for (; i < n; ++i) dst[i] += w * src[i];
+}
+
+}  // namespace
+
 Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound) {
   const bool upper = bound == Bound::kUpper;
   Pmf out;
@@ -50,8 +69,7 @@ Result<Pmf> ConvolveDirect(const Pmf& a, const Pmf& b, int64_t r, Bound bound) {
   for (int64_t j = 0; j < nb; ++j) {
     const double w = to_double(b.mass[j]);
     if (!(w > 0)) continue;
-    double* dst = sum.data() + r * j;
-    for (int64_t i = 0; i < na; ++i) dst[i] += w * ad[i];
+    AddScaled(w, ad.data(), na, sum.data() + r * j);
   }
   const ld keep = upper ? 1 + 4 * static_cast<ld>(nb + 4) * kUnit
                         : 1 - 4 * static_cast<ld>(nb + 4) * kUnit;
