@@ -373,12 +373,9 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
 
 // The automatic grid for the requested tolerance exceeds the limits (e.g. 1e8 steps with
 // little noise): use a coarser one (both bounds stay certified; the gap shows the lost
-// tightness), up to spacing 1. The grid-limit error states the points needed and the limit
-// they exceed (a component's, 2^21, or the window's, 2^22); the window scales as 1/h (the
-// component grid at least as fast), so the next spacing should fit, with a margin. (Scaling
-// a window's need by the components' limit coarsened q 1e-6, sigma 0.3, T 1e7,
-// delta 1e-10 2.78x where 2x fits: min type I + type II error >= 0.6378 there, >= 0.7349
-// on the finer grid, in less time.)
+// tightness), up to spacing 1. The grid-limit error states the points needed; the window
+// scales as 1/h (the component grid at least as fast), so the next spacing should fit,
+// with a margin.
 Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
                                    const PldOptions& options, ld tail_budget, bool with_delta0,
                                    Result<RawBounds> bounds) {
@@ -393,8 +390,7 @@ Result<RawBounds> CoarsenUntilFits(const Event& event, const Query& query,
     }
     if (h >= 1) return bounds;
     const double need = static_cast<double>(bounds.error_value().grid_points);
-    const double limit = static_cast<double>(bounds.error_value().grid_limit);
-    const double factor = std::max(2.0, 1.3 * need / limit);
+    const double factor = std::max(2.0, 1.3 * need / static_cast<double>(kMaxGridPoints));
     h = std::min(1.0, factor * h);
     PldOptions coarser = options;
     coarser.discretization_interval = h;

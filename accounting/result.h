@@ -19,8 +19,7 @@ namespace dpkit::accounting {
 
 // What kind of failure an Error is, for callers that react to one kind (the message is
 // for the user). kGridLimit: the PLD accountant's privacy loss grid would exceed its
-// limits (grid_points says how many points it would need, grid_limit the limit they
-// exceed; a coarser grid may fit).
+// limits (grid_points says how many points it would need; a coarser grid may fit).
 enum class ErrorCode { kUnspecified, kGridLimit };
 
 // The error half of a Result: a one-line message for the user, and its kind.
@@ -28,7 +27,6 @@ struct Error {
   std::string message;
   ErrorCode code = ErrorCode::kUnspecified;
   int64_t grid_points = 0;  // kGridLimit: the number of grid points needed
-  int64_t grid_limit = 0;   // kGridLimit: the limit they exceed
 };
 
 // Holds either a T or an Error. Invariant: exactly one of the two is present.

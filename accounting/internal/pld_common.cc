@@ -14,7 +14,6 @@ Error GridLimitError(int64_t need, int64_t limit, double h) {
               "; increase epsilon_tolerance or discretization_interval"};
   error.code = ErrorCode::kGridLimit;
   error.grid_points = need;
-  error.grid_limit = limit;
   return error;
 }
 
