@@ -339,8 +339,23 @@ bool WindowMisses(const ComposeContext& ctx, ld w, ld required, ld log_above_all
 // Gaussian tilted law at tolerance 1e-4; the Chernoff bounds decide. Start from the
 // Gaussian estimate of the half-width that meets the requirement (z with e^{-z^2/2} =
 // requirement), slightly reduced.
-Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above_allowed) {
+// Where ChooseWindow only estimates (EstimatedWindowPoints): the spacing of the grid whose
+// window size is wanted, finer than the components' own.
+struct SizeOnly {
+  double h;
+};
+
+// sizing: nullptr for the window itself; else only the size (Window::n, or the grid-limit
+// error) its width search would reach on the finer grid, from the coarse estimates alone.
+Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above_allowed,
+                            const SizeOnly* sizing = nullptr) {
   const double h = ctx.h;
+  // The window's points on the grid whose size is wanted: the same need, or the same span
+  // on the finer grid.
+  const auto points = [&](int64_t need) -> int64_t {
+    if (sizing == nullptr) return need;
+    return static_cast<int64_t>(std::ceil(static_cast<double>(need) * (h / sizing->h)));
+  };
   ld width = std::max<ld>(4, 0.95_ld * std::sqrt(2 * std::log(1 / required)));
   auto misses = [&](ld w) { return WindowMisses(ctx, w, required, log_above_allowed); };
   ld failed_width = 0;  // largest half-width whose estimate missed
@@ -351,7 +366,9 @@ Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above
     {
       int64_t start, need;
       WindowEdges(ctx, width, &start, &need);
-      if (need > kMaxWindowPoints) return GridLimitError(need, kMaxWindowPoints, h);
+      if (points(need) > kMaxWindowPoints) {
+        return GridLimitError(points(need), kMaxWindowPoints, sizing ? sizing->h : h);
+      }
     }
     if (!last) {
       if (misses(width)) {
@@ -370,6 +387,10 @@ Result<Window> ChooseWindow(const ComposeContext& ctx, ld required, ld log_above
     Window win;
     int64_t need;
     WindowEdges(ctx, width, &win.start, &need);
+    if (sizing != nullptr) {
+      win.n = points(need);
+      return win;
+    }
     if (need > kMaxWindowPoints) return GridLimitError(need, kMaxWindowPoints, h);
     win.n = FftSize(need);
     win.lo_edge = static_cast<ld>(win.start) * h;
@@ -537,26 +558,39 @@ Composed EmptyComposition(const ComposeContext& ctx) {
   return out;
 }
 
+// The tilted mass a single-stage window may leave outside.
+ld RequiredAliasing(const ComposeContext& ctx, double tolerance) {
+  // Aliasing error far below the value (see the comment above Compose in the header).
+  // delta / e^{K - lambda eps} is about p~(eps) / (lambda (lambda + 1)) (the tilted density
+  // at eps times the integral of (1 - e^{-y}) e^{-lambda y}), while the aliasing allowance
+  // (DeltaAt) is tau e^{K - lambda eps}: with p~ ~ 1/spread the relative error is about
+  // tau lambda (lambda + 1) spread. The first factor is kept as it was for lambda <= 10 (it
+  // meets the tolerance there with room to spare); heavily tilted laws (tiny epsilon, e.g.
+  // q = 1e-4, sigma = 20, T = 1e4: lambda ~ 3300) need the extra lambda / 10.
+  const ld lambda = ctx.lambda;
+  return 1e-2_ld * tolerance / ((1 + lambda * ctx.spread) * std::max<ld>(1, lambda / 10));
+}
+
 }  // namespace
+
+Result<int64_t> EstimatedWindowPoints(const std::vector<ComponentPmfs>& comps, Bound bound,
+                                      double h, const Query& query, double tolerance,
+                                      double h_target) {
+  const ComposeContext ctx = MakeContext(comps, bound, h, query, nullptr);
+  if (!std::isfinite(ctx.k_exact)) return int64_t{0};
+  const SizeOnly sizing{h_target};
+  const Result<Window> window = ChooseWindow(ctx, RequiredAliasing(ctx, tolerance),
+                                             std::numeric_limits<ld>::infinity(), &sizing);
+  if (!window.ok()) return window.error_value();
+  return window->n;
+}
 
 Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
                          const Query& query, double tolerance, Eigen::FFT<double>* fft,
                          const StageOptions* stage) {
   const ComposeContext ctx = MakeContext(comps, bound, h, query, stage);
   if (!std::isfinite(ctx.k_exact)) return EmptyComposition(ctx);
-  // Required: aliasing error far below the value (see the comment above Compose in the
-  // header). delta / e^{K - lambda eps} is about p~(eps) / (lambda (lambda + 1)) (the
-  // tilted density at eps times the integral of (1 - e^{-y}) e^{-lambda y}), while the
-  // aliasing allowance (DeltaAt) is tau e^{K - lambda eps}: with p~ ~ 1/spread the relative
-  // error is about tau lambda (lambda + 1) spread. The first factor is kept as it was for
-  // lambda <= 10 (it meets the tolerance there with room to spare); heavily tilted laws
-  // (tiny epsilon, e.g. q = 1e-4, sigma = 20, T = 1e4: lambda ~ 3300) need the extra
-  // lambda / 10.
-  const ld lambda = ctx.lambda, spread = ctx.spread;
-  const ld required =
-      ctx.bulk_only()
-          ? stage->required
-          : 1e-2_ld * tolerance / ((1 + lambda * spread) * std::max<ld>(1, lambda / 10));
+  const ld required = ctx.bulk_only() ? stage->required : RequiredAliasing(ctx, tolerance);
   const ld log_above_allowed =
       ctx.bulk_only() ? stage->log_above_allowed : std::numeric_limits<ld>::infinity();
   const Result<Window> window = ChooseWindow(ctx, required, log_above_allowed);

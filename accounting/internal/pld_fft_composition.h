@@ -101,6 +101,17 @@ Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, Bound bound, d
                          const Query& query, double tolerance, Eigen::FFT<double>* fft,
                          const StageOptions* stage = nullptr);
 
+// An estimate of the window Compose (one stage, no StageOptions) would choose at the finer
+// spacing h_target, from these components built on spacing h: its width search on the
+// coarse estimates, with each window's span counted in points of h_target. The points, or
+// the grid-limit error whose need the search reached. Not a bound and not the certified
+// window (the tilted law's centre and spread converge as the spacing shrinks, but are
+// estimated here on the coarser grid): it decides only whether building the components on
+// the finer grid is worth it (pld.cc, CertifiedBounds), never a privacy number.
+Result<int64_t> EstimatedWindowPoints(const std::vector<ComponentPmfs>& comps, Bound bound,
+                                      double h, const Query& query, double tolerance,
+                                      double h_target);
+
 }  // namespace dpkit::accounting::pld_internal
 
 #endif  // DPKIT_ACCOUNTING_INTERNAL_PLD_FFT_COMPOSITION_H_
