@@ -45,9 +45,10 @@ PEERS = {
 DPA_1E5 = {0: 3.24, 1: 16.0, 2: 0.85, 3: 3.32, 4: 0.13, 5: 17.1}
 
 
-# The allocator settings of the `dpkit` binary (tools/dpkit_main.cc: transparent huge pages,
-# malloc's mmap threshold fixed at 32 MiB, trimming above 1 GiB), so that the benchmark
-# measures what the command costs; a run without them pays the first touches of every page.
+# The allocator settings of the `dpkit` command (transparent huge pages, tools/dpkit_launcher.cc;
+# malloc's mmap threshold fixed at 32 MiB and trimming above 1 GiB, tools/dpkit_main.cc), so
+# that the benchmark measures what the command costs; a run without them pays the first
+# touches of every page.
 DPKIT_TUNABLES = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
                   "glibc.malloc.trim_threshold=1073741824")
 

@@ -40,56 +40,12 @@
 
 #include "dpkit/base/free_port.h"
 #include "dpkit/tools/command.h"
+#include "dpkit/tools/sibling_binary.h"
 
 namespace dpkit::tools {
 namespace {
 
 constexpr char kTrainBinary[] = "dpkit_train";
-
-bool IsExecutable(const std::string& path) {
-  return !path.empty() && access(path.c_str(), X_OK) == 0;
-}
-
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// The folder of the running executable (symlinks resolved), or "" when unknown.
-std::string SelfDirectory() {
-  std::vector<char> buffer(4096);
-  const ssize_t n = readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
-  if (n <= 0) return "";
-  return Dirname(std::string(buffer.data(), static_cast<size_t>(n)));
-}
-
-std::string FindTrainBinary(const char* argv0) {
-  if (const char* env = std::getenv("DPKIT_TRAIN_BINARY"); env != nullptr && *env != '\0') {
-    return env;  // used as given; exec reports a bad path
-  }
-  std::vector<std::string> candidates;
-  if (std::string self = SelfDirectory(); !self.empty()) {
-    candidates.push_back(self + "/" + kTrainBinary);
-  }
-  const std::string invoked = argv0 != nullptr ? argv0 : "";
-  if (invoked.find('/') != std::string::npos) {
-    candidates.push_back(Dirname(invoked) + "/" + kTrainBinary);
-  }
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  const std::string ws = workspace != nullptr ? workspace : "dpkit";
-  if (!invoked.empty()) {
-    candidates.push_back(invoked + ".runfiles/" + ws + "/tools/" + kTrainBinary);
-  }
-  for (const char* root : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* dir = std::getenv(root); dir != nullptr && *dir != '\0') {
-      candidates.push_back(std::string(dir) + "/" + ws + "/tools/" + kTrainBinary);
-    }
-  }
-  for (const std::string& path : candidates) {
-    if (IsExecutable(path)) return path;
-  }
-  return "";
-}
 
 // The value of --NAME in argv (--NAME=V or --NAME V), or "" when absent.
 std::string FlagValue(int argc, char** argv, const std::string& name) {
@@ -277,7 +233,8 @@ int LaunchRanks(const std::string& binary, int argc, char** argv, int nproc) {
 }
 
 int ExecTrain(int argc, char** argv) {
-  const std::string binary = FindTrainBinary(argc > 0 ? argv[0] : nullptr);
+  const std::string binary =
+      FindSiblingBinary(kTrainBinary, "DPKIT_TRAIN_BINARY", argc > 0 ? argv[0] : nullptr);
   if (binary.empty()) {
     std::fprintf(stderr,
                  "dpkit train: cannot find the training binary %s (looked beside dpkit and "

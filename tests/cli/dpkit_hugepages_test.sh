@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `dpkit` re-executes itself once with glibc.malloc.hugetlb=1 in GLIBC_TUNABLES (transparent
-# huge pages for the heap, tools/dpkit_main.cc). Checks: the running process carries the
-# tunable (read from /proc/PID/environ, which shows the environment after exec), appended
-# to a GLIBC_TUNABLES the user set; DPKIT_NO_HUGEPAGES leaves the environment alone; the
-# output is identical either way (bit for bit: huge pages change no arithmetic); bad input
-# still exits 2 with its one-line error.
+# `dpkit` is a static launcher that execs dpkit_accounting with glibc.malloc.hugetlb=1 in
+# GLIBC_TUNABLES (transparent huge pages for the heap, tools/dpkit_launcher.cc). Checks: the
+# running accounting process carries the tunable (read from /proc/PID/environ, which shows
+# the environment after exec), appended to a GLIBC_TUNABLES the user set; DPKIT_NO_HUGEPAGES
+# leaves the environment alone; the output is identical either way (bit for bit: huge pages
+# change no arithmetic); bad input still exits 2 with its one-line error.
 set -euo pipefail
 root="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 dpkit="${root}/tools/dpkit"
@@ -23,8 +23,9 @@ environ_of_run() {
   env "$@" "${dpkit}" "${args[@]}" > "${out}" &
   local pid=$! seen="" now i
   for i in $(seq 1 400); do
-    # The first reads may still be the shell's fork before exec: wait for the binary.
-    if [[ "$( { readlink "/proc/${pid}/exe"; } 2>/dev/null || true)" == *dpkit* ]]; then
+    # The first reads may still be the shell's fork or the launcher: wait for the
+    # accounting binary.
+    if [[ "$( { readlink "/proc/${pid}/exe"; } 2>/dev/null || true)" == *dpkit_accounting ]]; then
       now="$( { tr '\0' '\n' < "/proc/${pid}/environ"; } 2>/dev/null || true)"
       [[ -n "${now}" ]] && seen="${now}"
       [[ "${seen}" == *hugetlb* ]] && break
@@ -38,7 +39,7 @@ environ_of_run() {
 with="$(environ_of_run "${tmp}/with.json" -u GLIBC_TUNABLES -u DPKIT_NO_HUGEPAGES)"
 echo "default run: $(grep -i tunables <<< "${with}" || true)"
 if ! grep -qx 'GLIBC_TUNABLES=glibc.malloc.hugetlb=1' <<< "${with}"; then
-  echo "FAIL: dpkit did not re-execute with glibc.malloc.hugetlb=1"; exit 1
+  echo "FAIL: dpkit did not exec dpkit_accounting with glibc.malloc.hugetlb=1"; exit 1
 fi
 kept="$(environ_of_run "${tmp}/kept.json" -u DPKIT_NO_HUGEPAGES \
         GLIBC_TUNABLES=glibc.malloc.check=0)"
@@ -49,7 +50,7 @@ if ! grep -q '^GLIBC_TUNABLES=glibc.malloc.check=0' <<< "${kept}" ||
 fi
 without="$(environ_of_run "${tmp}/without.json" -u GLIBC_TUNABLES DPKIT_NO_HUGEPAGES=1)"
 if grep -q 'hugetlb' <<< "${without}"; then
-  echo "FAIL: DPKIT_NO_HUGEPAGES=1 still re-executed with the tunable"; exit 1
+  echo "FAIL: DPKIT_NO_HUGEPAGES=1 still added the tunable"; exit 1
 fi
 if ! grep -q '^DPKIT_NO_HUGEPAGES=1' <<< "${without}"; then
   echo "FAIL: the environment of the DPKIT_NO_HUGEPAGES=1 run was not read"; exit 1
@@ -71,6 +72,6 @@ code=$?
 set -e
 echo "bad input: exit ${code}: ${err}"
 if [[ "${code}" != 2 || "$(wc -l <<< "${err}")" != 1 || "${err}" != *sampling_rate* ]]; then
-  echo "FAIL: bad input after the re-exec did not exit 2 with a one-line error"; exit 1
+  echo "FAIL: bad input through the launcher did not exit 2 with a one-line error"; exit 1
 fi
 echo "PASS"
