@@ -6,7 +6,8 @@ Reads every benchmarks/gate/*.json and checks, per entry:
                 run must not exceed baseline * max_ratio;
   ratio         numerator/denominator of one metric (the median of the repetitions, or
                 their minimum with "statistic": "min"), both measured in the same process,
-                must lie within [min, max];
+                must lie within [min, max] (a reading outside is measured again, up to
+                TIME_RATIO_RERUNS times, and the check fails only if every reading is);
   file_size     a built file must not exceed baseline * max_ratio bytes;
   web_ratio     CPU seconds of the browser calculator's requests in Node's WebAssembly
                 (web/tests/timing.js) over the same requests natively (benchmarks/web_timing,
@@ -164,6 +165,29 @@ def commit_id():
     return proc.stdout.strip() if proc.returncode == 0 else "unknown"
 
 
+# A time ratio read outside its bounds is measured again in a new process, up to this many
+# times; the check fails only when every reading is outside (a regression reads outside
+# every time). Time ratios on this shared 2-core machine have spells no repetition count
+# absorbs: the two clean-clone CI runs of 2026-11-29 read the sparse/dense step ratio as
+# 0.058 (median of 9) and 0.136 (minimum of 9), once each, while reruns of the same
+# binaries, alone and within the whole gate, read 0.025-0.035.
+TIME_RATIO_RERUNS = 2
+
+
+def measure_time_ratio(measure, lo, hi, record):
+    """(value, readings text): the first reading within [lo, hi], else the last one."""
+    readings = []
+    for _ in range(1 + (0 if record else TIME_RATIO_RERUNS)):
+        value = measure()
+        readings.append(value)
+        if lo <= value <= hi:
+            break
+    text = "%.3f" % readings[-1]
+    if len(readings) > 1:
+        text += " (readings %s)" % ", ".join("%.3f" % v for v in readings)
+    return readings[-1], text
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", action="store_true")
@@ -191,15 +215,17 @@ def main():
                     detail = "%d instructions (baseline %d, limit %d)" % (
                         value, check["baseline"], limit)
                 elif kind == "ratio":
-                    value = run_ratio(check)
                     lo, hi = check.get("min", float("-inf")), check.get("max", float("inf"))
+                    value, readings = measure_time_ratio(lambda: run_ratio(check), lo, hi,
+                                                         args.record)
                     ok = lo <= value <= hi
-                    detail = "ratio %.3f (allowed [%s, %s])" % (value, lo, hi)
+                    detail = "ratio %s (allowed [%s, %s])" % (readings, lo, hi)
                 elif kind == "web_ratio":
-                    value = run_web_ratio(check)
                     lo, hi = check.get("min", float("-inf")), check.get("max", float("inf"))
+                    value, readings = measure_time_ratio(lambda: run_web_ratio(check), lo, hi,
+                                                         args.record)
                     ok = lo <= value <= hi
-                    detail = "WebAssembly/native CPU %.3f (allowed [%s, %s])" % (value, lo, hi)
+                    detail = "WebAssembly/native CPU %s (allowed [%s, %s])" % (readings, lo, hi)
                 elif kind == "file_size":
                     value = os.path.getsize(os.path.join(ROOT, check["path"]))
                     limit = check["baseline"] * check.get("max_ratio", 1.20)
