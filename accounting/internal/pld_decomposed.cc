@@ -292,15 +292,20 @@ Result<Pmf> BlockLaw(const Decomposition& d, int64_t steps, Eigen::FFT<double>* 
   std::map<int64_t, ld> acc;
   ld infinity = upper ? d.dropped : 0;
   ld binom = 1;  // C(steps, k), rounded down (up) below
+  // One bulk PMF object for every power, so its tilted transform is computed once
+  // (TransformCache: the powers' windows usually have the same size).
+  std::vector<ComponentPmfs> f(1);
+  f[0].of(d.bound) = d.bulk;
+  TransformCache transform;
+  StageOptions stage = d.stage;
+  stage.transform = &transform;
   for (int k = 0; k <= kmax && k <= steps; ++k) {
     if (k > 0) binom *= static_cast<ld>(steps - k + 1) / k;
     Pmf part;
     if (steps - k >= 1) {
-      std::vector<ComponentPmfs> f(1);
-      f[0].of(d.bound) = d.bulk;
       f[0].count = static_cast<double>(steps - k);
       auto composed = Compose(f, d.bound, static_cast<double>(d.grids.h_f), d.query,
-                              d.tolerance, fft, &d.stage);
+                              d.tolerance, fft, &stage);
       if (!composed.ok()) return composed.error_value();
       part = Rediscretize(*composed, d.bound, d.grids.factor);
     } else {

@@ -13,15 +13,24 @@
 namespace dpkit::accounting::pld_internal {
 
 // Certified delta-curve of a composed PMF: untilted entry masses with every error bound
-// added (upper) or subtracted (lower), and suffix sums for O(1) evaluation.
+// added (upper) or subtracted (lower), and suffix sums for evaluation. The suffix sums are
+// kept only at every kAnchor-th entry from the top (the walk's state there, (9) in
+// pld_delta_curve.cc); DeltaAt replays at most kAnchor entries from the nearest one, with
+// the same arithmetic as the full walk, so every value is the one a stored sum would give,
+// bit for bit, at 1/30 of the memory (q 1e-4, sigma 0.8, T 1e5: two 1.7M-entry windows
+// held 69 MB of sums each).
 struct DeltaCurve {
   Bound bound;
   ld h;
   int64_t start = 0, n = 0;
-  // Suffix sums of w_j and of w_j e^{o_j - l_j}, o_j = offset[j] h (see (8) in
-  // pld_delta_curve.cc).
-  std::vector<ld> s1, s2;
-  std::vector<int64_t> offset;
+  // The window's entries and what MakeCurve derives each term from (Composed's fields).
+  std::vector<double> tilted;
+  ld entry_error = 0;
+  int64_t support_lo = 0, support_hi = 0;
+  // Walk state before entry n - 1 - k kAnchor: suffix sums of w_j and of w_j e^{o_j - l_j}
+  // over the entries above it, and the offset index g of (8).
+  std::vector<ld> anchor_s1, anchor_s2;
+  std::vector<int64_t> anchor_offset;
   int64_t rebases = 0;  // rebasings of a non-zero s2 (each costs a rounding, (8))
   ld infinity_mass = 0, above = 0, log_scale = 0, lambda = 0, tau = 0;
   ld exponent_bound = 0;  // |log_scale| + |lambda| max |l_j| + 1 (exponent rounding, (8))

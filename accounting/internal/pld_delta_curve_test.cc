@@ -1,7 +1,11 @@
 #include "dpkit/accounting/internal/pld_delta_curve.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -73,6 +77,73 @@ TEST(PldDeltaCurveTest, EntryErrorsWidenBothBounds) {
   const long double lo = DeltaAt(MakeCurve(c, Bound::kLower), 0.15L);
   EXPECT_GT(up, Exact(0.15L) + 1e-7L);
   EXPECT_LT(lo, Exact(0.15L) - 1e-7L);
+}
+
+// A window of many anchor blocks (the curve keeps its suffix sums only every kAnchor
+// entries and replays the rest, see (9) in pld_delta_curve.cc), tilted, with losses wide
+// enough that the offset of (8) is moved several times: DeltaAt at grid points and between
+// them, asked in a scrambled order, against the sum over the entries computed directly.
+Composed WideTiltedWindow(double h, int64_t start, int64_t n, long double lambda) {
+  Composed c;
+  c.h = h;
+  c.window_start = start;
+  c.n = n;
+  std::mt19937_64 rng_for_test(7);
+  std::uniform_real_distribution<double> unit(0, 1);
+  c.tilted.resize(n);
+  for (double& v : c.tilted) v = unit(rng_for_test) < 0.2 ? 0 : unit(rng_for_test) / n;
+  c.lambda = lambda;
+  c.log_scale = 0.25L;
+  c.entry_error = 0;
+  c.tilted_outside = 0;
+  c.log_above_bound = -std::numeric_limits<long double>::infinity();
+  c.infinity_mass = 0;
+  return c;
+}
+
+long double DirectDelta(const Composed& c, long double eps) {
+  long double d = 0;
+  for (int64_t j = 0; j < c.n; ++j) {
+    const long double l = static_cast<long double>(c.window_start + j) * c.h;
+    if (l <= eps || c.tilted[j] <= 0) continue;
+    const long double w = c.tilted[j] * std::exp(c.log_scale - c.lambda * l);
+    d += w * -std::expm1(eps - l);
+  }
+  return d;
+}
+
+TEST(PldDeltaCurveTest, ReplayedSuffixSumsMatchTheDirectSumAcrossBlocksAndOffsets) {
+  struct Case {
+    double h;
+    int64_t start, n;
+    long double lambda;
+  };
+  // 1000 entries from -0.5 to 0.5 with a tilt; 1000 entries from -10000 to 10000 (the
+  // offset moves at |l - o| > 8192).
+  for (const Case& k : {Case{1e-3, -500, 1000, 3.0L}, Case{20, -500, 1000, 0.0L}}) {
+    const Composed c = WideTiltedWindow(k.h, k.start, k.n, k.lambda);
+    const DeltaCurve upper = MakeCurve(c, Bound::kUpper);
+    const DeltaCurve lower = MakeCurve(c, Bound::kLower);
+    std::vector<int64_t> order(k.n);
+    for (int64_t j = 0; j < k.n; ++j) order[j] = j;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(11));
+    for (int64_t j : order) {
+      for (long double frac : {0.0L, 0.5L}) {
+        const long double eps = (static_cast<long double>(k.start + j) + frac) * k.h;
+        const long double direct = DirectDelta(c, eps);
+        if (!(direct > 1e-300L)) continue;
+        EXPECT_GE(DeltaAt(upper, eps), direct) << "eps " << static_cast<double>(eps);
+        EXPECT_LE(DeltaAt(lower, eps), direct) << "eps " << static_cast<double>(eps);
+        EXPECT_NEAR(static_cast<double>(DeltaAt(upper, eps) / direct), 1.0, 1e-9)
+            << "eps " << static_cast<double>(eps);
+        EXPECT_NEAR(static_cast<double>(DeltaAt(lower, eps) / direct), 1.0, 1e-9)
+            << "eps " << static_cast<double>(eps);
+      }
+    }
+    if (k.h == 20) {
+      EXPECT_GT(upper.rebases, 0);
+    }
+  }
 }
 
 }  // namespace

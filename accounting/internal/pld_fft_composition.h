@@ -5,6 +5,7 @@
 #ifndef DPKIT_ACCOUNTING_INTERNAL_PLD_FFT_COMPOSITION_H_
 #define DPKIT_ACCOUNTING_INTERNAL_PLD_FFT_COMPOSITION_H_
 
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -81,11 +82,27 @@ enum class WindowCover { kTarget, kBulkOnly };
 // A stage of a two-stage composition (see ComposeStaged): a fixed tilt (that of the whole
 // composition) and, for the first stage, no target (the window covers the tilted bulk
 // only) and an aliasing requirement of its own.
+// The tilted transform of a single component (its tilted PMF folded modulo n, its FFT and
+// the transform's error bound e_f), kept between compositions of the same PMF object with
+// the same spacing, tilt and window size, which differ only in the power: the decomposed
+// bound's block law composes F^{*(T0-k)} for k = 0..K (pld_decomposed.cc), one transform
+// for all K + 1 powers. The key is the PMF's address: valid only while that PMF is alive
+// and unchanged.
+struct TransformCache {
+  const Pmf* pmf = nullptr;
+  double h = 0;
+  ld lambda = 0;
+  int64_t n = 0;
+  std::vector<std::complex<double>> spec;
+  ld e_f = 0;
+};
+
 struct StageOptions {
   ld lambda;
   WindowCover cover;
   ld required;           // kBulkOnly: largest tilted mass allowed outside the window
   ld log_above_allowed;  // kBulkOnly: log of the largest untilted mass above it
+  TransformCache* transform = nullptr;  // reuse of a single component's transform, if set
 };
 
 // Composes the components (their `bound` PMFs, each used count times) for a query.
