@@ -83,5 +83,45 @@ TEST(PldFftCompositionTest, TiltMinimisesTheChernoffEstimate) {
   EXPECT_NEAR(static_cast<double>(k.k2), 4.0, 2e-2);  // variance 2m
 }
 
+// A TransformCache reused across powers of one PMF object (the decomposed bound's block
+// law) returns the compositions computed without it, bit for bit, and a different PMF
+// object is transformed anew, not served the cached transform.
+TEST(PldFftCompositionTest, TransformCacheChangesNoComposition) {
+  const double h = 2e-3;
+  auto comps = Gaussian(5.0, 100, h);
+  // Another PMF object on the same support (the same window size, so only the key's PMF
+  // address tells the two apart): half of one cell's mass moved to the next.
+  auto other = comps;
+  Pmf& moved = other[0].upper;
+  const size_t mid = moved.mass.size() / 2;
+  moved.mass[mid + 1] += moved.mass[mid] / 2;
+  moved.mass[mid] /= 2;
+  FillLogs(&moved);
+  const Query query{Query::Kind::kDeltaAtEpsilon, 2.0};
+  Eigen::FFT<double> fft;
+  TransformCache cache;
+  StageOptions cached{0.5L, WindowCover::kTarget, 0, 0, &cache};
+  StageOptions plain{0.5L, WindowCover::kTarget, 0, 0, nullptr};
+  const auto expect_same = [&](const std::vector<ComponentPmfs>& c) {
+    auto a = Compose(c, Bound::kUpper, h, query, 1e-4, &fft, &cached);
+    auto b = Compose(c, Bound::kUpper, h, query, 1e-4, &fft, &plain);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->n, b->n);
+    EXPECT_EQ(a->window_start, b->window_start);
+    EXPECT_TRUE(a->tilted == b->tilted);
+    EXPECT_EQ(a->entry_error, b->entry_error);
+    EXPECT_EQ(a->log_scale, b->log_scale);
+    EXPECT_EQ(cache.pmf, &c[0].upper);
+  };
+  for (double count : {100.0, 99.0, 98.0}) {
+    comps[0].count = count;
+    expect_same(comps);
+  }
+  other[0].count = 98;
+  const int64_t n = cache.n;
+  expect_same(other);
+  EXPECT_EQ(cache.n, n);
+}
+
 }  // namespace
 }  // namespace dpkit::accounting::pld_internal
