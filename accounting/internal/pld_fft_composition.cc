@@ -196,6 +196,7 @@ struct ComposeContext {
   ld centre = 0, spread = 0;  // mean and (padded) standard deviation of the tilted law
   ld target_eps = 0;   // the loss whose region the window must cover as well
   const StageOptions* stage;
+  std::vector<ld> log_mgf = {};  // each component's log MGF at lambda (LogMgf)
   bool bulk_only() const { return stage != nullptr && stage->cover == WindowCover::kBulkOnly; }
   const Pmf& pmf(const ComponentPmfs& c) const { return c.of(bound); }
   // CoarseCumulants at the tilts every LogTiltedTail search starts from (lambda, and
@@ -302,7 +303,10 @@ ComposeContext MakeContext(const std::vector<ComponentPmfs>& comps, Bound bound,
   target_eps = std::max(target_eps, centre - 20 * spread);
   // Exact cumulant at lambda (certified quantities use exact MGFs).
   ld k_exact = 0;
-  for (const ComponentPmfs& c : comps) k_exact += c.count * LogMgf(ctx.pmf(c), h, lambda);
+  for (const ComponentPmfs& c : comps) {
+    ctx.log_mgf.push_back(LogMgf(ctx.pmf(c), h, lambda));
+    k_exact += c.count * ctx.log_mgf.back();
+  }
   ctx.lambda = lambda;
   ctx.k_exact = k_exact;
   ctx.centre = centre;
@@ -456,7 +460,7 @@ void TiltedTransform(const ComposeContext& ctx, const ComponentPmfs& c, int64_t 
   const double h = ctx.h;
   const ld lambda = ctx.lambda;
   const Pmf& pmf = ctx.pmf(c);
-  const ld log_m = LogMgf(pmf, h, lambda);
+  const ld log_m = ctx.log_mgf[&c - ctx.comps.data()];  // LogMgf(pmf, h, lambda)
   const ld log2n = std::ceil(std::log2(static_cast<ld>(n)));
   std::vector<double> x(n, 0.0);
   const int64_t len = static_cast<int64_t>(pmf.mass.size());
