@@ -16,8 +16,8 @@ paper's printed ones, never asserted.
 """
 
 import csv
+import decimal
 import json
-import math
 import os
 import statistics
 import sys
@@ -69,10 +69,12 @@ def certified_epsilon(metrics_line):
 
 
 def up(value, decimals):
+    """An upper bound printed with `decimals` decimals, rounded up from its exact binary
+    value (0.1 + 0.2 = 0.30000000000000004 prints as 0.301 at 3 decimals, 0.3 as 0.300)."""
     if value is None:
         return "-"
-    scale = 10 ** decimals
-    return f"{math.ceil(value * scale - 1e-9) / scale:.{decimals}f}"
+    exact = decimal.Decimal(value)
+    return str(exact.quantize(decimal.Decimal(1).scaleb(-decimals), rounding=decimal.ROUND_CEILING))
 
 
 def write_atomically(path, text):
