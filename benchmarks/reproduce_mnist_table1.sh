@@ -17,8 +17,9 @@
 # $RESULTS/bu-table1-accuracy.{md,json,csv,svg} (RESULTS=$OUT/results) with the mean ± sd per
 # row beside the paper's number (benchmarks/reproduce_trained.py). Set DPKIT=path/to/dpkit
 # to use another binary. Times (2 cores, OMP_WAIT_POLICY=PASSIVE, 2026-11-29, partly beside
-# other jobs): row 1 ~4 min, row 2 11-14 min, row 3 ~4 min, row 4 ~4.5 min, row 5 ~5 min,
-# row 6 ~9 min per seed: ~42 min per seed (results: docs/results/trained/bu-table1-accuracy.*).
+# other jobs): row 1 ~2-4 min, row 2 7-14 min, row 3 ~4 min, row 4 ~5 min, row 5 ~5 min,
+# row 6 ~9 min per seed: 31-42 min per seed (results: docs/results/trained/bu-table1-accuracy.*,
+# three seeds).
 set -euo pipefail
 cd "${BUILD_WORKSPACE_DIRECTORY:-$(dirname "$0")/..}"  # bazel run sets the former
 DPKIT=${DPKIT:-bazel-bin/tools/dpkit}
