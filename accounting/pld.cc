@@ -38,7 +38,7 @@
 #include "dpkit/accounting/internal/pld_mechanism.h"
 #include "dpkit/accounting/internal/pld_replace_one.h"
 #include "dpkit/accounting/internal/pld_staged_composition.h"
-#include "unsupported/Eigen/FFT"
+#include "dpkit/accounting/internal/real_fft.h"
 
 namespace dpkit::accounting {
 namespace {
@@ -133,7 +133,7 @@ std::optional<Pmf> ComposeDirectly(const std::vector<ComponentPmfs>& comps, Boun
 // the largest grid used (component or window). `delta0` (if not null) is tightened (min for
 // the upper bound, max for the lower) by the certified delta(0) of each curve built.
 Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
-                          const BoundRequest& request, Eigen::FFT<double>* fft,
+                          const BoundRequest& request, pld_internal::RealFft* fft,
                           int64_t* points, ld* delta0 = nullptr) {
   const auto fold_delta0 = [&](const DeltaCurve& curve, const Composed& c) {
     if (delta0 == nullptr) return;
@@ -196,7 +196,7 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
 // the grid is the one epsilon needed. A failed composition leaves *delta0 as it is (the
 // trivial bound or one already folded in).
 void Delta0Bound(const std::vector<ComponentPmfs>& comps, Bound bound, double h, double tol,
-                 Eigen::FFT<double>* fft, ld* delta0) {
+                 pld_internal::RealFft* fft, ld* delta0) {
   const Query zero{Query::Kind::kDeltaAtEpsilon, 0};
   int64_t points = 0;  // not counted: the refinement follows epsilon's grids only
   auto v = DirectionBound(comps, bound, h, {zero, tol}, fft, &points, delta0);
@@ -250,7 +250,7 @@ void KeepTighter(const RawBounds& other, RawBounds* b) {
 // RawBounds::delta0_upper). Where the gap stays wide (a bulk too narrow for the grid:
 // Table 1 row 6), CertifiedBounds tries the decomposed bound (7).
 void Delta0Bounds(pld_internal::Prepared* prepared, std::vector<ComponentPmfs>* dominant,
-                  Eigen::FFT<double>* fft, double tol, RawBounds* out) {
+                  pld_internal::RealFft* fft, double tol, RawBounds* out) {
   if (!Delta0GapWide(out->delta0_upper, out->delta0_lower, tol)) return;
   Delta0Bound(*dominant, Bound::kLower, prepared->h, tol, fft, &out->delta0_lower);
   if (Delta0GapWide(out->delta0_upper, out->delta0_lower, tol)) {
@@ -262,7 +262,7 @@ void Delta0Bounds(pld_internal::Prepared* prepared, std::vector<ComponentPmfs>* 
 // direction's `out->upper` (else its coarse-grid bound only), folded into *out (5).
 Result<void> BoundAddDirection(const Event& event, const Query& query,
                                const PldOptions& options, ld tail_budget,
-                               pld_internal::Prepared* prepared, Eigen::FFT<double>* fft,
+                               pld_internal::Prepared* prepared, pld_internal::RealFft* fft,
                                RawBounds* out) {
   const double tol = options.epsilon_tolerance;
   bool add_needed = true;
@@ -302,7 +302,7 @@ Result<void> BoundAddDirection(const Event& event, const Query& query,
 // of a narrow bulk's tail (e.g. q = 1e-4, sigma = 0.5, T = 1e4). The larger lower bound
 // is kept.
 void TryTangentLowerBound(std::vector<ComponentPmfs>* comps, double h, const Query& query,
-                          double tol, Eigen::FFT<double>* fft, RawBounds* out) {
+                          double tol, pld_internal::RealFft* fft, RawBounds* out) {
   bool has_alt = false;
   for (const ComponentPmfs& c : *comps) has_alt = has_alt || !c.lower_alt.mass.empty();
   if (!(has_alt && out->upper - out->lower > 10 * static_cast<ld>(tol) * out->upper)) return;
@@ -334,7 +334,7 @@ Result<RawBounds> CertifiedBoundsOnGrid(const Event& event, const Query& query,
   auto prepared = Prepare(event, Grid(options), tail_budget);
   if (!prepared.ok()) return prepared.error_value();
   const double tol = options.epsilon_tolerance;
-  Eigen::FFT<double> fft;
+  pld_internal::RealFft fft;
   RawBounds out{0, 0, prepared->h, 0};
   auto remove = BuildDirection(&*prepared, Direction::kRemove);
   if (!remove.ok()) return remove.error_value();
@@ -731,7 +731,7 @@ Result<std::vector<ComposedPld>> PessimisticComposedPlds(const Event& event, dou
     if (!built.ok()) return built.error_value();
   }
   std::vector<ComposedPld> out;
-  Eigen::FFT<double> fft;
+  pld_internal::RealFft fft;
   for (const auto* comps : {&prepared->remove, &prepared->add}) {
     if (comps->empty()) continue;
     // Untilted composition (lambda = 0 at target eps = -inf-ish): use delta(eps) target

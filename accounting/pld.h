@@ -20,7 +20,7 @@
 // optimistic PLD a mass-preserving chain (each cell merged into one atom, atoms split
 // between neighbouring grid points without ever lifting the delta-curve) joined to a
 // tangent-corrected connect-the-dots PMF in the tail. Composition: fast Fourier transform
-// (Eigen's FFT module) of exponentially tilted PMFs, raised to the repetition count in the
+// (internal/real_fft.h: Eigen's kissfft, bit for bit) of exponentially tilted PMFs, raised to the repetition count in the
 // frequency domain. The proofs are beside the code in accounting/internal/ (the layout is
 // in accounting/README.md).
 //

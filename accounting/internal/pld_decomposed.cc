@@ -286,7 +286,7 @@ Result<void> SplitBulkAndTail(const DecompositionInput& in, int64_t t0, ld hint,
 
 // The law of one block of `steps` steps on the H grid:
 // sum_{k <= K} C(steps, k) F^{*(steps-k)} * G^{*k}.
-Result<Pmf> BlockLaw(const Decomposition& d, int64_t steps, Eigen::FFT<double>* fft) {
+Result<Pmf> BlockLaw(const Decomposition& d, int64_t steps, RealFft* fft) {
   const bool upper = d.bound == Bound::kUpper;
   const int kmax = d.kmax;
   std::map<int64_t, ld> acc;
@@ -356,7 +356,7 @@ bool TailGridMayFit(const Mechanism& m, Direction dir, int64_t total, double h_p
 // certified on any grid, only tightness depends on it).
 Result<Composed> ComposeBlocks(std::vector<ComponentPmfs> comps, Bound bound, double big_h,
                                const Query& query, double tolerance,
-                               Eigen::FFT<double>* fft, StageOptions* stage) {
+                               RealFft* fft, StageOptions* stage) {
   auto composed = Compose(comps, bound, big_h, query, tolerance, fft, stage);
   for (int64_t f = 2; f <= 8; f *= 2) {
     if (composed.ok() || composed.error_value().code != ErrorCode::kGridLimit) break;
@@ -398,7 +398,7 @@ Pmf CoarsenByFactor(const Pmf& pmf, int64_t f, Bound bound) {
 
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
                                           const Query& query, ld hint,
-                                          Eigen::FFT<double>* fft, ld* delta0_lower) {
+                                          RealFft* fft, ld* delta0_lower) {
   const Mechanism& m = in.m;
   const int64_t total = in.total;
   if (!(m.base == Base::kGaussian || m.base == Base::kLaplace) || total < 16) {
@@ -472,7 +472,7 @@ Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(
   }
   auto comps = BuildDirection(&*prepared, dir);
   if (!comps.ok()) return comps.error_value();
-  Eigen::FFT<double> fft;
+  RealFft fft;
   DecomposedResults out;
   const DecompositionInput in{m,           dir,       static_cast<int64_t>(count),
                               (**comps)[0].upper,     prepared->h,

@@ -13,7 +13,7 @@
 #include "dpkit/accounting/internal/pld_common.h"
 #include "dpkit/accounting/internal/pld_mechanism.h"
 #include "dpkit/accounting/result.h"
-#include "unsupported/Eigen/FFT"
+#include "dpkit/accounting/internal/real_fft.h"
 
 namespace dpkit::accounting::pld_internal {
 
@@ -64,7 +64,7 @@ struct DecompositionInput {
 // delta(0): the block laws composed once more, with the tilt for loss 0.
 Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bound,
                                           const Query& query, ld hint,
-                                          Eigen::FFT<double>* fft,
+                                          RealFft* fft,
                                           ld* delta0_lower = nullptr);
 
 // The decomposed bounds of an event: each nullopt where not asked for or where (7) does

@@ -464,7 +464,7 @@ constexpr ld kDeadLog = -700;
 // One component's tilted array, folded modulo n, and its transform; e_f bounds the
 // transform's error per frequency.
 void TiltedTransform(const ComposeContext& ctx, const ComponentPmfs& c, int64_t n,
-                     Eigen::FFT<double>* fft, std::vector<std::complex<double>>* spec,
+                     RealFft* fft, std::vector<std::complex<double>>* spec,
                      ld* e_f) {
   const double h = ctx.h;
   const ld lambda = ctx.lambda;
@@ -488,8 +488,7 @@ void TiltedTransform(const ComposeContext& ctx, const ComponentPmfs& c, int64_t 
   }
   *e_f = 16 * kUnit * log2n * std::sqrt(static_cast<ld>(n)) * std::sqrt(norm2) +
          2 * kUnit * norm1;
-  fft->SetFlag(Eigen::FFT<double>::HalfSpectrum);
-  fft->fwd(*spec, x);
+  fft->Forward(x, spec);
 }
 
 // One frequency's terms of the power (log-modulus, phase and error terms), summed over the
@@ -519,7 +518,7 @@ bool AddFrequencyTerms(const ComponentPmfs& c, std::complex<double> z, ld e_f, l
 
 // The sums over the components of the power's log-modulus, phase and error terms, per
 // frequency (several components; one is streamed by PowerOfSpectrum without them).
-Spectrum AccumulateSpectrum(const ComposeContext& ctx, int64_t n, Eigen::FFT<double>* fft) {
+Spectrum AccumulateSpectrum(const ComposeContext& ctx, int64_t n, RealFft* fft) {
   const int64_t nf = n / 2 + 1;
   Spectrum sp(nf);
   std::vector<std::complex<double>> spec;
@@ -570,7 +569,7 @@ std::complex<double> PowerAt(const FrequencySums& f, ld weight, ld* err_sum, ld*
 // its terms at each frequency go straight into the product (the same values the sums
 // would hold: x = 0 + x, slack 0), without the five long double sums per frequency
 // (69 MB on a 1.7M-point window).
-Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, Eigen::FFT<double>* fft) {
+Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, RealFft* fft) {
   const int64_t n = win.n;
   const int64_t nf = n / 2 + 1;
   const ld log2n = std::ceil(std::log2(static_cast<ld>(n)));
@@ -619,7 +618,7 @@ Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, Eigen::FF
   }
   err_sum += static_cast<ld>(dead_count) * std::exp(kDeadLog);
   std::vector<double> y;
-  fft->inv(y, product);
+  fft->Inverse(product, &y);
   const ld y_norm = std::sqrt(y_norm2) / std::sqrt(static_cast<ld>(n));
   Composed out;
   out.h = ctx.h;
@@ -686,7 +685,7 @@ Result<int64_t> EstimatedWindowPoints(const std::vector<ComponentPmfs>& comps, B
 }
 
 Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
-                         const Query& query, double tolerance, Eigen::FFT<double>* fft,
+                         const Query& query, double tolerance, RealFft* fft,
                          const StageOptions* stage) {
   const ComposeContext ctx = MakeContext(comps, bound, h, query, stage);
   if (!std::isfinite(ctx.k_exact)) return EmptyComposition(ctx);

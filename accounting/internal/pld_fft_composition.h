@@ -12,7 +12,7 @@
 
 #include "dpkit/accounting/internal/pld_common.h"
 #include "dpkit/accounting/result.h"
-#include "unsupported/Eigen/FFT"
+#include "dpkit/accounting/internal/real_fft.h"
 
 namespace dpkit::accounting::pld_internal {
 
@@ -115,7 +115,7 @@ struct StageOptions {
 // chosen for the query). A grid-limit error where the window would exceed
 // kMaxWindowPoints.
 Result<Composed> Compose(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
-                         const Query& query, double tolerance, Eigen::FFT<double>* fft,
+                         const Query& query, double tolerance, RealFft* fft,
                          const StageOptions* stage = nullptr);
 
 // An estimate of the window Compose (one stage, no StageOptions) would choose at the finer

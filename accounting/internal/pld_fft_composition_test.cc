@@ -32,7 +32,7 @@ std::vector<ComponentPmfs> Gaussian(double sigma, double count, double h) {
 TEST(PldFftCompositionTest, ComposedGaussianBracketsTheExactDelta) {
   const double h = 2e-3;
   const auto comps = Gaussian(5.0, 100, h);  // mu = 2
-  Eigen::FFT<double> fft;
+  RealFft fft;
   for (long double eps : {0.5L, 2.0L, 4.0L}) {
     const Query query{Query::Kind::kDeltaAtEpsilon, static_cast<double>(eps)};
     auto up = Compose(comps, Bound::kUpper, h, query, 1e-4, &fft);
@@ -98,7 +98,7 @@ TEST(PldFftCompositionTest, TransformCacheChangesNoComposition) {
   moved.mass[mid] /= 2;
   FillLogs(&moved);
   const Query query{Query::Kind::kDeltaAtEpsilon, 2.0};
-  Eigen::FFT<double> fft;
+  RealFft fft;
   TransformCache cache;
   StageOptions cached{0.5L, WindowCover::kTarget, 0, 0, &cache};
   StageOptions plain{0.5L, WindowCover::kTarget, 0, 0, nullptr};

@@ -154,7 +154,7 @@ std::optional<StagePlan> PlanStages(const std::vector<ComponentPmfs>& comps, Sta
 
 Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
                                const Query& query, double tolerance, StagePlan plan,
-                               Eigen::FFT<double>* fft, int64_t* points) {
+                               RealFft* fft, int64_t* points) {
   const bool target_is_eps = query.at_epsilon();
   const double target = query.value;
   const int64_t t1 = plan.t1;

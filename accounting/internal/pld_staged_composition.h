@@ -11,7 +11,7 @@
 #include "dpkit/accounting/internal/pld_common.h"
 #include "dpkit/accounting/internal/pld_fft_composition.h"
 #include "dpkit/accounting/result.h"
-#include "unsupported/Eigen/FFT"
+#include "dpkit/accounting/internal/real_fft.h"
 
 namespace dpkit::accounting::pld_internal {
 
@@ -57,7 +57,7 @@ std::optional<StagePlan> PlanStages(const std::vector<ComponentPmfs>& comps, Sta
 // is raised to the largest first-stage window.
 Result<Composed> ComposeStaged(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
                                const Query& query, double tolerance, StagePlan plan,
-                               Eigen::FFT<double>* fft, int64_t* points);
+                               RealFft* fft, int64_t* points);
 
 }  // namespace dpkit::accounting::pld_internal
 

@@ -52,7 +52,7 @@ TEST(PldStagedCompositionTest, TwoStagesBracketTheExactDelta) {
   comps[0].count = count;
   const auto plan = PlanStages(comps, StagingRule::kWithDeficit, 1e-4);
   ASSERT_TRUE(plan.has_value());
-  Eigen::FFT<double> fft;
+  RealFft fft;
   int64_t points = 0;
   const Query query{Query::Kind::kDeltaAtEpsilon, 1.0};
   auto up = ComposeStaged(comps, Bound::kUpper, h, query, 1e-4, *plan, &fft, &points);
