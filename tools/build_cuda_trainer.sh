@@ -41,22 +41,10 @@ if [ ! -e "$TORCH/include/gloo/algorithm.h" ] && [ ! -e /usr/include/gloo/algori
   echo "missing gloo headers: install libgloo-dev (or use a LibTorch that ships include/gloo)" >&2
   exit 2
 fi
-# tools/dpkit_main.cc plus the sources of //tools:train_command and its dependencies; keep in
-# sync with: bazel query 'kind("source file", deps(//tools:train_command))' | grep '\.cc$'
-SOURCES=(
-  tools/dpkit_main.cc tools/cli.cc tools/command.cc tools/common_flags.cc tools/train_command.cc
-  models/trainer_registry.cc models/idx_reader.cc models/mnist_models.cc
-  models/training_ledger.cc models/mnist_trainer.cc models/files.cc
-  models/engine/checkpoint.cc models/engine/epoch_report.cc models/engine/run_plan.cc
-  models/engine/training_engine.cc models/engine/torch_task.cc models/engine/distributed.cc
-  models/dp_step_options.cc
-  optim/clipping.cc optim/poisson_sampler.cc
-  optim/torch/per_example_layers.cc optim/torch/dp_optimizer.cc optim/torch/cpu_threads.cc
-  mechanisms/random.cc mechanisms/gaussian.cc mechanisms/gaussian_sum_query.cc
-  accounting/event.cc accounting/rdp.cc accounting/gdp.cc accounting/ledger.cc
-  accounting/pld.cc accounting/conversions.cc accounting/calibrate.cc
-  accounting/internal/format.cc accounting/internal/json_parse.cc
-)
+# tools/dpkit_main.cc plus the sources of //tools:train_command and its dependencies, listed
+# in tools/cuda_trainer_sources.txt (//tests/lint:cuda_trainer_sources_test keeps it in step
+# with the Bazel graph).
+mapfile -t SOURCES < <(grep -vE '^[[:space:]]*(#|$)' tools/cuda_trainer_sources.txt)
 # dpkit's headers are included as "dpkit/<package>/<file>" (Bazel's include_prefix, see
 # dpkit.bzl); a copy of them under $BUILD_DIR/include/dpkit/ gives the compiler the same paths.
 INCLUDE_DIR=$BUILD_DIR/include
