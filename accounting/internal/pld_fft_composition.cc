@@ -500,19 +500,39 @@ struct FrequencySums {
 // Adds component c's terms at a frequency with transform z to f (first: sets them, the
 // same value as 0 + term). Returns false where the frequency is dead (see kDeadLog; then
 // only log_magnitude was updated).
+// logs, where given, holds the count-free parts of the terms at this frequency (see
+// TransformCache): read where present, computed and stored where not.
+struct CachedLogs {
+  double* log_a;
+  double* log_m;
+  double* arg;
+};
+
 bool AddFrequencyTerms(const ComponentPmfs& c, std::complex<double> z, ld e_f, ld slack,
-                       bool first, FrequencySums* f) {
+                       bool first, FrequencySums* f, const CachedLogs* logs = nullptr) {
   const auto add = [first](ld* sum, ld term) { *sum = first ? term : *sum + term; };
   // |z| as sqrt(re^2 + im^2): 2 ulps, covered by the 6-ulp term of the pow bound.
   const double mod = std::sqrt(std::norm(z));
   const double a_mod = mod + static_cast<double>(e_f);
-  add(&f->log_magnitude, c.count * std::log(a_mod));
+  const double log_a = logs != nullptr ? *logs->log_a : std::log(a_mod);
+  add(&f->log_magnitude, c.count * log_a);
   if (f->log_magnitude + slack < kDeadLog) return false;
-  const double log_m = std::log(std::max(mod, DBL_MIN));
+  double log_m, arg;
+  if (logs != nullptr && !std::isnan(*logs->log_m)) {
+    log_m = *logs->log_m;
+    arg = *logs->arg;
+  } else {
+    log_m = std::log(std::max(mod, DBL_MIN));
+    arg = std::arg(z);
+    if (logs != nullptr) {
+      *logs->log_m = log_m;
+      *logs->arg = arg;
+    }
+  }
   add(&f->relative_error, c.count * static_cast<double>(e_f) / a_mod);
   add(&f->log_abs_log, c.count * (std::fabs(log_m) + 4));
   add(&f->log_mod, c.count * log_m);
-  add(&f->phase, c.count * std::arg(z));
+  add(&f->phase, c.count * arg);
   return true;
 }
 
@@ -583,6 +603,7 @@ Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, RealFft* 
     TransformCache local;
     TransformCache* cache =
         ctx.stage != nullptr && ctx.stage->transform != nullptr ? ctx.stage->transform : &local;
+    const bool shared = cache != &local;
     if (!(cache->pmf == &ctx.pmf(c) && cache->h == ctx.h && cache->lambda == ctx.lambda &&
           cache->n == n)) {
       TiltedTransform(ctx, c, n, fft, &cache->spec, &cache->e_f);
@@ -590,6 +611,16 @@ Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, RealFft* 
       cache->h = ctx.h;
       cache->lambda = ctx.lambda;
       cache->n = n;
+      cache->log_a.clear();
+      if (shared) {
+        const double e_f = static_cast<double>(cache->e_f);
+        cache->log_a.resize(nf);
+        for (int64_t k = 0; k < nf; ++k) {
+          cache->log_a[k] = std::log(std::sqrt(std::norm(cache->spec[k])) + e_f);
+        }
+        cache->log_m.assign(nf, std::numeric_limits<double>::quiet_NaN());
+        cache->arg.assign(nf, 0);
+      }
     }
     const std::vector<std::complex<double>>& spec = cache->spec;
     const ld e_f = cache->e_f;
@@ -597,7 +628,9 @@ Composed PowerOfSpectrum(const ComposeContext& ctx, const Window& win, RealFft* 
     product.assign(nf, std::complex<double>(0, 0));
     for (int64_t k = 0; k < nf; ++k) {
       FrequencySums f;
-      if (!AddFrequencyTerms(c, spec[k], e_f, slack, true, &f)) {
+      CachedLogs logs{nullptr, nullptr, nullptr};
+      if (shared) logs = {&cache->log_a[k], &cache->log_m[k], &cache->arg[k]};
+      if (!AddFrequencyTerms(c, spec[k], e_f, slack, true, &f, shared ? &logs : nullptr)) {
         dead_count += static_cast<int64_t>(weight_of(k));
         continue;
       }

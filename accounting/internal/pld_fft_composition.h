@@ -95,6 +95,11 @@ struct TransformCache {
   int64_t n = 0;
   std::vector<std::complex<double>> spec;
   ld e_f = 0;
+  // Per frequency, the parts of the power's terms that do not depend on the power
+  // (AddFrequencyTerms): log(|X| + e_f), and once a power needed them, log|X| and arg X
+  // (log_m is NaN until then). Kept only by a shared cache (StageOptions::transform):
+  // each power multiplies the same doubles by its count, so every bit is as before.
+  std::vector<double> log_a, log_m, arg;
 };
 
 struct StageOptions {
