@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <complex>
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -9,6 +10,9 @@ namespace dpkit::accounting::pld_internal {
 namespace {
 
 using Complex = RealFft::Complex;
+
+// Stages longer than this (complex values; 256 KiB) regroup their input (see Work).
+constexpr size_t kRegroupAbove = 1 << 14;
 
 // The kissfft twiddle w_i = e^{-+2 pi i / n}: the forward table's entry, or its conjugate
 // for the inverse transform (exactly kissfft's inverse table; see the header).
@@ -133,24 +137,51 @@ struct Stages {
   const int* radix;
   const int* remainder;
   Complex* scratch;
+  Complex* const* regroup;  // per stage: a buffer of the stage's length, or nullptr
 };
 
-// Stage s of the recursion: out (length radix * m) from the inputs in[0], in[fstride], ...
+// Stage s of the recursion: out (length p m, p = radix[s], m = remainder[s]) is the DFT of
+// the inputs in[0], in[istride], in[2 istride], ...; fstride = n / (p m) steps through the
+// n-point twiddle table. kissfft passes the same stride for both (its input is contiguous
+// at stage 0); here they part where a stage regroups its input.
+//
+// The recursion reads sub-transform r's inputs in[(r + j p) istride], j = 0..m-1: at the
+// leaves that is a gather across the whole array, one element per cache line, and for a
+// 1.7M-point window most of the transform's time went to those misses. A stage with a
+// regroup buffer (inputs contiguous, longer than kRegroupAbove) first copies its input to
+// it sub-transform by sub-transform (buffer[r m + j] = in[r + j p], a sequential read), so
+// each sub-transform reads a contiguous block. Only copies move; every butterfly sees the
+// same operands, so the results are bit for bit the same. `regrouped`: the caller wrote
+// the input in that order already (RealFft::Inverse packs it so).
 template <bool kInverse>
-void Work(const Stages& st, int stage, Complex* out, const Complex* in, size_t fstride) {
+void Work(const Stages& st, int stage, Complex* out, const Complex* in, size_t fstride,
+          size_t istride, bool regrouped = false) {
   const int p = st.radix[stage];
   const size_t m = static_cast<size_t>(st.remainder[stage]);
   Complex* const end = out + p * m;
   Complex* o = out;
   if (m > 1) {
-    do {
-      Work<kInverse>(st, stage + 1, o, in, fstride * p);
-      in += fstride;
-    } while ((o += m) != end);
+    Complex* regroup = st.regroup[stage];
+    if (regrouped || (regroup != nullptr && istride == 1)) {
+      if (!regrouped) {
+        for (size_t j = 0; j < m; ++j) {
+          for (int r = 0; r < p; ++r) regroup[r * m + j] = in[j * p + r];
+        }
+      }
+      const Complex* blocks = regrouped ? in : regroup;
+      for (int r = 0; r < p; ++r) {
+        Work<kInverse>(st, stage + 1, out + r * m, blocks + r * m, fstride * p, 1);
+      }
+    } else {
+      do {
+        Work<kInverse>(st, stage + 1, o, in, fstride * p, istride * p);
+        in += istride;
+      } while ((o += m) != end);
+    }
   } else {
     do {
       *o = *in;
-      in += fstride;
+      in += istride;
     } while (++o != end);
   }
   switch (p) {
@@ -228,11 +259,32 @@ const std::vector<Complex>& RealFft::RealTwiddles(int quarter) {
 }
 
 template <bool kInverse>
-void RealFft::Transform(int n, const Complex* in, Complex* out) {
+void RealFft::Transform(int n, const Complex* in, Complex* out, Complex* stage0,
+                        bool in_regrouped) {
   Plan& plan = PlanFor(n);
+  // Regroup buffers for the leading stages longer than kRegroupAbove (see Work); stage 0's
+  // is the caller's (a buffer it has anyway), or none where the input comes regrouped.
+  const size_t stages = plan.radix.size();
+  if (regroup_.size() < stages) regroup_.resize(stages);
+  std::vector<Complex*> regroup(stages, nullptr);
+  size_t length = static_cast<size_t>(n);
+  for (size_t s = 0; s < stages && length > kRegroupAbove; ++s) {
+    if (s == 0) {
+      regroup[s] = in_regrouped ? nullptr : stage0;
+    } else {
+      if (regroup_[s].size() < length) regroup_[s].resize(length);
+      regroup[s] = regroup_[s].data();
+    }
+    length = static_cast<size_t>(plan.remainder[s]);
+  }
   const Stages st{plan.twiddles.data(), n, plan.radix.data(), plan.remainder.data(),
-                  plan.scratch.data()};
-  Work<kInverse>(st, 0, out, in, 1);
+                  plan.scratch.data(), regroup.data()};
+  Work<kInverse>(st, 0, out, in, 1, 1, in_regrouped);
+}
+
+bool RealFft::Regroups(int n) {
+  const Plan& plan = PlanFor(n);
+  return static_cast<size_t>(n) > kRegroupAbove && plan.remainder[0] > 1;
 }
 
 void RealFft::Forward(const std::vector<double>& x, std::vector<Complex>* spec) {
@@ -242,7 +294,7 @@ void RealFft::Forward(const std::vector<double>& x, std::vector<Complex>* spec) 
   if ((n & 3) != 0) {
     buffer_.assign(x.begin(), x.end());  // x_j + 0 i
     buffer2_.resize(n);
-    Transform<false>(n, buffer_.data(), buffer2_.data());
+    Transform<false>(n, buffer_.data(), buffer2_.data(), nullptr, false);
     for (int k = 0; k <= n / 2; ++k) dst[k] = buffer2_[k];
     return;
   }
@@ -250,7 +302,9 @@ void RealFft::Forward(const std::vector<double>& x, std::vector<Complex>* spec) 
   // X_k = (Z_k + conj Z_{n/2-k}) / 2 + (Z_k - conj Z_{n/2-k}) e^{-i pi (k/(n/2) + 1/2)} / 2.
   const int half = n >> 1, quarter = n >> 2;
   const std::vector<Complex>& w = RealTwiddles(quarter);
-  Transform<false>(half, reinterpret_cast<const Complex*>(x.data()), dst);
+  if (buffer_.size() < static_cast<size_t>(half)) buffer_.resize(half);
+  Transform<false>(half, reinterpret_cast<const Complex*>(x.data()), dst, buffer_.data(),
+                   false);
   const Complex dc(dst[0].real() + dst[0].imag());
   const Complex nyquist(dst[0].real() - dst[0].imag());
   for (int k = 1; k <= quarter; ++k) {
@@ -275,23 +329,32 @@ void RealFft::Inverse(const std::vector<Complex>& spec, std::vector<double>* y) 
     buffer2_.resize(n);
     for (int k = 0; k <= n / 2; ++k) buffer_[k] = src[k];
     for (int k = 1; k <= n / 2; ++k) buffer_[n - k] = std::conj(buffer_[k]);
-    Transform<true>(n, buffer_.data(), buffer2_.data());
+    Transform<true>(n, buffer_.data(), buffer2_.data(), nullptr, false);
     for (int k = 0; k < n; ++k) dst[k] = buffer2_[k].real();
   } else {
     // The forward packing undone: Z_k = E_k + O_k, E and O from X_k and conj X_{n/2-k}.
     const int half = n >> 1, quarter = n >> 2;
     const std::vector<Complex>& w = RealTwiddles(quarter);
     buffer_.resize(half);
-    buffer_[0] = Complex(src[0].real() + src[half].real(), src[0].real() - src[half].real());
+    // Entry k goes where stage 0 of the transform would regroup it (see Work), saving it
+    // that pass and a buffer: k = j p + r to r m + j.
+    const bool regroup = Regroups(half);
+    const size_t p = regroup ? static_cast<size_t>(plans_[half].radix[0]) : 1;
+    const size_t m = regroup ? static_cast<size_t>(plans_[half].remainder[0]) : 0;
+    Complex* packed = buffer_.data();
+    const auto at = [&](size_t k) -> Complex& {
+      return regroup ? packed[(k % p) * m + k / p] : packed[k];
+    };
+    at(0) = Complex(src[0].real() + src[half].real(), src[0].real() - src[half].real());
     for (int k = 1; k <= half / 2; ++k) {
       const Complex a = src[k];
       const Complex b = std::conj(src[half - k]);
       const Complex even = a + b;
       const Complex odd = Mul(a - b, std::conj(w[k - 1]));
-      buffer_[k] = even + odd;
-      buffer_[half - k] = std::conj(even - odd);
+      at(k) = even + odd;
+      at(half - k) = std::conj(even - odd);
     }
-    Transform<true>(half, buffer_.data(), reinterpret_cast<Complex*>(dst));
+    Transform<true>(half, packed, reinterpret_cast<Complex*>(dst), nullptr, regroup);
   }
   // Eigen scales the inverse by the rounded reciprocal of n.
   const double scale = 1. / n;

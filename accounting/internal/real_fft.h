@@ -54,12 +54,17 @@ class RealFft {
   Plan& PlanFor(int n);
   const std::vector<Complex>& RealTwiddles(int quarter);
   // The complex DFT of length n of in (forward: e^{-...}; inverse: e^{+...}, unscaled).
+  // stage0: a buffer of n values for stage 0's regrouping (or nullptr: none); in_regrouped:
+  // in is already in that order (see Work in real_fft.cc; only where Regroups(n)).
   template <bool kInverse>
-  void Transform(int n, const Complex* in, Complex* out);
+  void Transform(int n, const Complex* in, Complex* out, Complex* stage0, bool in_regrouped);
+  // Whether stage 0 of a length-n transform regroups its input.
+  bool Regroups(int n);
 
   std::map<int, Plan> plans_;
   std::map<int, std::vector<Complex>> real_twiddles_;
   std::vector<Complex> buffer_, buffer2_;
+  std::vector<std::vector<Complex>> regroup_;  // per stage (see Work in real_fft.cc)
 };
 
 }  // namespace dpkit::accounting::pld_internal

@@ -28,12 +28,13 @@ bool SameBytes(const void* a, const void* b, size_t bytes) {
 // The PLD bounds' error analysis ((4) in pld_fft_composition.cc) is that of Eigen's kissfft
 // backend, and the golden outputs were recorded with it: RealFft must give the same bits.
 // Sizes cover every code path: n % 4 == 0 (packed half-length transform) and not, and the
-// radices 4, 2, 3, 5 and the generic one (7, 11, 13, a prime above sqrt).
+// radices 4, 2, 3, 5 and the generic one (7, 11, 13, a prime above sqrt), and lengths
+// whose leading stages regroup their input (65536 and up; 141750 = 2 3^4 5^3 7 with n % 4 = 2).
 TEST(RealFftTest, MatchesEigenKissFftBitForBit) {
   std::mt19937_64 rng(20261129);
   RealFft ours;  // one object across sizes: cached plans must not leak between sizes
   for (const int n : {2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 15, 20, 22, 26, 28, 44, 49, 98, 100, 121,
-                      1000, 1728, 5040, 30030, 65536, 172800}) {
+                      1000, 1728, 5040, 30030, 65536, 141750, 172800}) {
     SCOPED_TRACE(n);
     for (int round = 0; round < 2; ++round) {  // the second uses the cached plans
       const std::vector<double> x = RandomSeries(n, &rng);
