@@ -9,14 +9,25 @@ import dpkit
 
 
 def wakeups_during(fn):
-    thread = threading.Thread(target=fn)
-    wakeups = 0
+    """How often the main thread woke while fn ran in another thread: wakeups are counted
+    between the worker's own timestamps just before and after fn, so the thread's start-up
+    and teardown, which a loaded machine can stretch over several 1 ms sleeps, do not count
+    (a CI run on two busy cores saw 5 wakeups around a call that holds the GIL)."""
+    marks = {}
+    stamps = []
+
+    def run():
+        marks["in"] = time.monotonic()
+        fn()
+        marks["out"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
     thread.start()
     while thread.is_alive():
         time.sleep(0.001)
-        wakeups += 1
+        stamps.append(time.monotonic())
     thread.join()
-    return wakeups
+    return sum(1 for t in stamps if marks["in"] <= t <= marks["out"])
 
 
 def test_measurement_detects_a_call_that_holds_the_gil():
