@@ -95,8 +95,8 @@ Composed SingleUse(const Pmf& pmf, double h) {
 // Upper: the mass below the window is not on the curve, so only a window starting at a
 // loss <= 0 certifies it (that mass then has loss < 0 and adds nothing to delta(0)); else
 // the trivial 1.
-ld DeltaAtZero(const DeltaCurve& curve, const Composed& composed, Bound bound) {
-  if (bound == Bound::kUpper && static_cast<ld>(composed.window_start) * composed.h > 0) return 1;
+ld DeltaAtZero(const DeltaCurve& curve, Bound bound) {
+  if (bound == Bound::kUpper && static_cast<ld>(curve.start) * curve.h > 0) return 1;
   return DeltaAt(curve, 0);
 }
 
@@ -135,9 +135,9 @@ std::optional<Pmf> ComposeDirectly(const std::vector<ComponentPmfs>& comps, Boun
 Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, double h,
                           const BoundRequest& request, pld_internal::RealFft* fft,
                           int64_t* points, ld* delta0 = nullptr) {
-  const auto fold_delta0 = [&](const DeltaCurve& curve, const Composed& c) {
+  const auto fold_delta0 = [&](const DeltaCurve& curve) {
     if (delta0 == nullptr) return;
-    const ld v = DeltaAtZero(curve, c, bound);
+    const ld v = DeltaAtZero(curve, bound);
     *delta0 = bound == Bound::kUpper ? std::min(*delta0, v) : std::max(*delta0, v);
   };
   const Query& query = request.query;
@@ -156,18 +156,21 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
   // Both certified: the direct composition's answer is kept where it is tighter.
   std::optional<ld> direct_value;
   if (const auto direct = ComposeDirectly(comps, bound)) {
-    const Composed single = SingleUse(*direct, h);
-    const DeltaCurve direct_curve = MakeCurve(single, bound);
+    const DeltaCurve direct_curve = MakeCurve(SingleUse(*direct, h), bound);
     direct_value = CurveAnswer(direct_curve, query, request.hint);
-    fold_delta0(direct_curve, single);
+    fold_delta0(direct_curve);
   }
   *points = std::max(*points, composed->n);
   for (const ComponentPmfs& c : comps) {
     *points = std::max(*points, static_cast<int64_t>(c.of(bound).mass.size()));
   }
-  const DeltaCurve curve = MakeCurve(*composed, bound);
-  ld value = CurveAnswer(curve, query, request.hint);
-  fold_delta0(curve, *composed);
+  ld value;
+  {
+    // The curve takes the window over and is freed before any further composition.
+    const DeltaCurve curve = MakeCurve(std::move(*composed), bound);
+    value = CurveAnswer(curve, query, request.hint);
+    fold_delta0(curve);
+  }
   // Below kStagedSteps the stages serve the tangent PMF's deficit; the single stage keeps
   // the fine grid's accuracy (e.g. q = 1e-4, sigma = 0.6, T = 1e4: upper 0.27487 in one
   // stage, 0.27628 in two) but can miss a heavy tail's window (then its bound is trivial).
@@ -176,9 +179,9 @@ Result<ld> DirectionBound(const std::vector<ComponentPmfs>& comps, Bound bound, 
     auto single = Compose(comps, bound, h, query, tolerance, fft);
     if (single.ok()) {
       *points = std::max(*points, single->n);
-      const DeltaCurve single_curve = MakeCurve(*single, bound);
+      const DeltaCurve single_curve = MakeCurve(std::move(*single), bound);
       const ld v1 = CurveAnswer(single_curve, query, request.hint);
-      fold_delta0(single_curve, *single);
+      fold_delta0(single_curve);
       value = bound == Bound::kUpper ? std::min(value, v1) : std::max(value, v1);
     }
   }

@@ -430,12 +430,20 @@ Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bo
   auto composed = ComposeBlocks(final_comps, bound, d.grids.big_h, query, in.tolerance, fft,
                                 &d.stage);
   if (!composed.ok()) return composed.error_value();
+  // The query's answer first: its curve takes the window over and is freed before the
+  // composition for delta(0) below.
+  const double composed_h = composed->h;
+  ld value;
+  {
+    const DeltaCurve curve = MakeCurve(std::move(*composed), bound);
+    value = CurveAnswer(curve, query, hint);
+  }
   // delta(0) from the same block laws, composed with its own tilt (the query's amplifies
   // the lower bound's allowances near loss 0: Table 1 row 6, sigma 0.5: 0.91347 against
   // 0.92178), for PldOptions::with_delta0: one more final composition, on the grid the
   // query's composition fitted (ComposeBlocks: H or a multiple), no retries of its own.
   if (delta0_lower != nullptr && bound == Bound::kLower) {
-    const int64_t f = std::llround(composed->h / d.grids.big_h);
+    const int64_t f = std::llround(composed_h / d.grids.big_h);
     if (f > 1) {
       for (ComponentPmfs& c : final_comps) c.of(bound) = CoarsenByFactor(c.of(bound), f, bound);
     }
@@ -443,14 +451,14 @@ Result<std::optional<ld>> DecomposedBound(const DecompositionInput& in, Bound bo
     StageOptions zero_stage = d.stage;
     zero_stage.lambda = ChooseTilt({Coarsen(in.pessimistic, in.h_pess)},
                                    {static_cast<double>(total)}, zero);
-    auto at_zero = Compose(final_comps, bound, composed->h, zero, in.tolerance, fft,
+    auto at_zero = Compose(final_comps, bound, composed_h, zero, in.tolerance, fft,
                            &zero_stage);
     if (at_zero.ok()) {
-      *delta0_lower = std::max(*delta0_lower, DeltaAt(MakeCurve(*at_zero, bound), 0));
+      *delta0_lower =
+          std::max(*delta0_lower, DeltaAt(MakeCurve(std::move(*at_zero), bound), 0));
     }
   }
-  const DeltaCurve curve = MakeCurve(*composed, bound);
-  return std::optional<ld>(CurveAnswer(curve, query, hint));
+  return std::optional<ld>(value);
 }
 
 Result<std::optional<DecomposedResults>> DecomposedBoundsForEvent(

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "dpkit/accounting/internal/pld_search.h"
 
@@ -161,7 +162,7 @@ void Suffix(const DeltaCurve& d, int64_t j, SuffixBlock* block, ld* s1, ld* s2, 
 
 }  // namespace
 
-DeltaCurve MakeCurve(const Composed& c, Bound bound) {
+DeltaCurve MakeCurve(Composed c, Bound bound) {
   DeltaCurve d;
   d.bound = bound;
   d.h = c.h;
@@ -172,7 +173,7 @@ DeltaCurve MakeCurve(const Composed& c, Bound bound) {
   d.lambda = c.lambda;
   d.tau = c.tilted_outside;
   d.above = c.n > 0 ? std::exp(c.log_above_bound) : 0;
-  d.tilted = c.tilted;
+  d.tilted = std::move(c.tilted);
   d.entry_error = c.entry_error;
   d.support_lo = c.support_lo;
   d.support_hi = c.support_hi;

