@@ -13,7 +13,8 @@ examples/consumer/ and node_modules/):
     optim, python, tests, tools, web, and any other top-level directory holding a BUILD file);
   * Markdown: the same include lines inside code examples;
   * BUILD files: cc_library / cc_binary / cc_test -> dpkit_cc_library / dpkit_cc_binary /
-    dpkit_cc_test, with `load("//:dpkit.bzl", ...)` naming the macros the file uses, placed
+    dpkit_cc_test, with `load("//:dpkit.bzl", ...)` naming the macros and the DPKIT_*
+    constants the file uses, placed
     after the file's leading comments (Bazel wants loads before any other statement).
 The same rules are what --check (and //tests/lint:include_prefix_test) enforces.
 """
@@ -40,6 +41,20 @@ MACRO_FILE = "//:dpkit.bzl"
 # A rule call at the start of a line (BUILD files call rules at top level, unindented).
 RAW_RULE = re.compile(r"^(cc_library|cc_binary|cc_test)(\s*\()", re.MULTILINE)
 USED_MACRO = re.compile(r"^(dpkit_cc_library|dpkit_cc_binary|dpkit_cc_test)\s*\(", re.MULTILINE)
+# Constants that //:dpkit.bzl defines (e.g. DPKIT_PLD_COPTS): loaded where a BUILD file uses
+# one as a name (not inside a string or a comment).
+def _bzl_constants():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "dpkit.bzl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return sorted(set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", fh.read(), re.MULTILINE)))
+
+
+_CONSTANTS = _bzl_constants()
+USED_CONSTANT = re.compile(r'(?<![\w"])(' + "|".join(_CONSTANTS) + r')(?![\w"])') \
+    if _CONSTANTS else None
 MACRO_LOAD = re.compile(r'^load\(\s*"' + re.escape(MACRO_FILE) + r'"[^)]*\)\n', re.MULTILINE)
 
 
@@ -102,10 +117,13 @@ def insert_load(text, names):
 
 def migrate_build(text):
     text = RAW_RULE.sub(lambda m: MACROS[m.group(1)] + m.group(2), text)
-    used = sorted(set(USED_MACRO.findall(text)))
+    code = re.sub(r"#.*", "", MACRO_LOAD.sub("", text))
+    used = set(USED_MACRO.findall(text))
+    if USED_CONSTANT is not None:
+        used |= set(USED_CONSTANT.findall(code))
     if not used:
         return text
-    return insert_load(text, used)
+    return insert_load(text, sorted(used))
 
 
 def problems(root, files, tops):
